@@ -1,0 +1,38 @@
+/* Code generation: the embedded Lua state that turns a shape into a tile plan
+ * and CUDA source. One Lua state per context, used under its mutex. */
+#ifndef ATTNBWD_GEN_H
+#define ATTNBWD_GEN_H
+
+#include "attnbwd.h"
+
+typedef struct kernel_plan {
+    char *name;           /* kernel function name */
+    char *source;         /* complete CUDA source */
+    char *tiles;          /* "key=value ..." sorted by key: the tile choices */
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;
+} kernel_plan;
+
+typedef struct gen_state gen_state;
+
+/* Scripts come from the copies built into the library, or from the folder
+ * $ATTNBWD_LUA_DIR (holding lua/ and templates/) for people editing them. */
+attnbwd_status gen_open(gen_state **out);
+void gen_close(gen_state *g);
+
+/* Plans the kernel for shape on arch ("sm_90"). tiles_override: NULL, or
+ * "key=value ..." pairs that replace the heuristic's choices (exploration and
+ * tuning tables). Lua errors come back as ATTNBWD_ERR_LUA with a traceback;
+ * a shape the script refuses comes back as its own status. */
+attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *arch,
+                        const char *tiles_override, kernel_plan *out);
+void kernel_plan_free(kernel_plan *p);
+
+/* The candidate tile choices the problem's script offers for a shape, each as
+ * a "key=value ..." string (free each and the array with free()). */
+attnbwd_status gen_candidates(gen_state *g, const attnbwd_shape *shape, char ***tiles, size_t *n);
+
+/* An embedded file by its repository path ("lua/render.lua"), or NULL. */
+const char *gen_embedded(const char *path, size_t *len);
+
+#endif

@@ -1,0 +1,174 @@
+/* The embedded Lua state of code generation: which libraries it opens, where
+ * `require` finds scripts (the copies built into the library, or the folder
+ * $ATTNBWD_LUA_DIR), and the `attnbwd` module of C functions the scripts call.
+ * Every entry into Lua goes through gen_pcall, so a Lua error is a status and
+ * a message with a traceback, never a crash. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+
+#include "error.h"
+#include "gen_internal.h"
+
+struct embedded_file {
+    const char *path;
+    const char *data;
+    size_t len;
+};
+extern const struct embedded_file attnbwd_embedded_files[];
+
+const char *gen_embedded(const char *path, size_t *len) {
+    for (const struct embedded_file *f = attnbwd_embedded_files; f->path; ++f) {
+        if (strcmp(f->path, path) == 0) {
+            if (len) *len = f->len;
+            return f->data;
+        }
+    }
+    return NULL;
+}
+
+/* Reads `path` (relative to the repository root) from $ATTNBWD_LUA_DIR when it
+ * is set, else from the embedded copy. Pushes the text, or nil and why. */
+static int push_source(lua_State *L, const char *path) {
+    const char *dir = getenv("ATTNBWD_LUA_DIR");
+    if (dir && *dir) {
+        char full[4096];
+        snprintf(full, sizeof full, "%s/%s", dir, path);
+        FILE *f = fopen(full, "rb");
+        if (!f) {
+            lua_pushnil(L);
+            lua_pushfstring(L, "cannot open %s (ATTNBWD_LUA_DIR)", full);
+            return 2;
+        }
+        luaL_Buffer b;
+        luaL_buffinit(L, &b);
+        char chunk[8192];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) luaL_addlstring(&b, chunk, n);
+        fclose(f);
+        luaL_pushresult(&b);
+        return 1;
+    }
+    size_t len;
+    const char *data = gen_embedded(path, &len);
+    if (!data) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "no embedded file %s", path);
+        return 2;
+    }
+    lua_pushlstring(L, data, len);
+    return 1;
+}
+
+/* attnbwd.template(name): the text of templates/<name>. */
+static int l_template(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    lua_pushfstring(L, "templates/%s", name);
+    if (push_source(L, lua_tostring(L, -1)) == 2) return lua_error(L);
+    return 1;
+}
+
+static const luaL_Reg attnbwd_lib[] = {
+    {"template", l_template},
+    {NULL, NULL},
+};
+
+static int open_attnbwd(lua_State *L) {
+    luaL_newlib(L, attnbwd_lib);
+    lua_pushstring(L, ATTNBWD_VERSION_STRING);
+    lua_setfield(L, -2, "version");
+    return 1;
+}
+
+/* package.searchers entry: lua/<name>.lua, loaded as text only, with a chunk
+ * name that makes errors read "lua/plan.lua:12: ...". */
+static int search_scripts(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    if (strchr(name, '/') || strstr(name, "..")) {
+        lua_pushfstring(L, "\n\tmodule names have no '/' or '..' (%s)", name);
+        return 1;
+    }
+    char path[512];
+    snprintf(path, sizeof path, "lua/%s.lua", name);
+    if (push_source(L, path) == 2) {
+        lua_pushfstring(L, "\n\t%s", lua_tostring(L, -1));
+        return 1;
+    }
+    size_t len;
+    const char *text = lua_tolstring(L, -1, &len);
+    char chunk[520];
+    snprintf(chunk, sizeof chunk, "@%s", path);
+    if (luaL_loadbufferx(L, text, len, chunk, "t") != LUA_OK) return lua_error(L);
+    lua_pushstring(L, path);
+    return 2;
+}
+
+static int msg_handler(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+lua_State *gen_new_lua(int user_libs) {
+    lua_State *L = luaL_newstate();
+    if (!L) return NULL;
+    /* The tile scripts need no io or os; a user's exploration script does. */
+    luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+    luaL_requiref(L, LUA_LOADLIBNAME, luaopen_package, 1);
+    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
+    if (user_libs) {
+        luaL_requiref(L, LUA_IOLIBNAME, luaopen_io, 1);
+        luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 1);
+    }
+    lua_settop(L, 0);
+    luaL_requiref(L, "attnbwd", open_attnbwd, 0);
+    lua_pop(L, 1);
+
+    /* Replace the file searchers: scripts come from the library or
+     * ATTNBWD_LUA_DIR, never from the current directory by accident. */
+    lua_getglobal(L, "package");
+    lua_getfield(L, -1, "searchers");
+    lua_pushcfunction(L, search_scripts);
+    lua_rawseti(L, -2, 2);
+    for (int i = (int)luaL_len(L, -1); i > 2; --i) {
+        lua_pushnil(L);
+        lua_rawseti(L, -2, i);
+    }
+    lua_pop(L, 2);
+    return L;
+}
+
+attnbwd_status gen_pcall(lua_State *L, int nargs, int nresults) {
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, msg_handler);
+    lua_insert(L, base);
+    int rc = lua_pcall(L, nargs, nresults, base);
+    lua_remove(L, base);
+    if (rc == LUA_OK) return ATTNBWD_OK;
+    attnbwd_status s = rc == LUA_ERRMEM ? ATTNBWD_ERR_OUT_OF_MEMORY : ATTNBWD_ERR_LUA;
+    err_set(s, "Lua: %s", lua_tostring(L, -1) ? lua_tostring(L, -1) : "(no message)");
+    lua_pop(L, 1);
+    return s;
+}
+
+attnbwd_status gen_require(lua_State *L, const char *module, const char *field) {
+    lua_getglobal(L, "require");
+    lua_pushstring(L, module);
+    attnbwd_status s = gen_pcall(L, 1, 1);
+    if (s != ATTNBWD_OK) return s;
+    lua_getfield(L, -1, field);
+    lua_remove(L, -2);
+    if (!lua_isfunction(L, -1)) {
+        lua_pop(L, 1);
+        return err_set(ATTNBWD_ERR_LUA, "Lua: lua/%s.lua has no function %s", module, field);
+    }
+    return ATTNBWD_OK;
+}

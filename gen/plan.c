@@ -1,0 +1,176 @@
+/* Shape -> kernel plan: one call of lua/plan.lua's plan() under the state's
+ * mutex, and the checks on what it returns before C trusts it. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "error.h"
+#include "gen_internal.h"
+
+struct gen_state {
+    lua_State *L;
+    pthread_mutex_t mu; /* a Lua state is not thread-safe */
+};
+
+static const char *problem_name(attnbwd_problem p) {
+    switch (p) {
+    case ATTNBWD_SOFTMAX_DROPOUT_BWD: return "softmax_dropout_bwd";
+    case ATTNBWD_EDIT_ATTENTION_BWD: return "edit_attention_bwd";
+    }
+    return "unknown";
+}
+
+void gen_push_shape(lua_State *L, const attnbwd_shape *s) {
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, problem_name(s->problem));
+    lua_setfield(L, -2, "problem");
+    lua_pushinteger(L, s->batch);
+    lua_setfield(L, -2, "batch");
+    lua_pushinteger(L, s->heads);
+    lua_setfield(L, -2, "heads");
+    lua_pushinteger(L, s->seq_len);
+    lua_setfield(L, -2, "seq_len");
+    lua_pushinteger(L, s->dropout);
+    lua_setfield(L, -2, "dropout");
+    lua_pushinteger(L, s->precision);
+    lua_setfield(L, -2, "precision");
+}
+
+attnbwd_status gen_open(gen_state **out) {
+    gen_state *g = calloc(1, sizeof *g);
+    if (!g) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory opening the Lua state");
+    g->L = gen_new_lua(0);
+    if (!g->L) {
+        free(g);
+        return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory opening the Lua state");
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    *out = g;
+    return ATTNBWD_OK;
+}
+
+void gen_close(gen_state *g) {
+    if (!g) return;
+    lua_close(g->L);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+static char *dup_field(lua_State *L, int t, const char *k) {
+    lua_getfield(L, t, k);
+    const char *v = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    char *copy = v ? strdup(v) : NULL;
+    lua_pop(L, 1);
+    return copy;
+}
+
+/* Reads a field of three positive integers below 2^31 (a grid or block). */
+static int dims_field(lua_State *L, int t, const char *k, unsigned d[3]) {
+    lua_getfield(L, t, k);
+    int ok = lua_istable(L, -1);
+    for (int i = 0; ok && i < 3; ++i) {
+        lua_rawgeti(L, -1, i + 1);
+        int isnum;
+        lua_Integer v = lua_tointegerx(L, -1, &isnum);
+        ok = isnum && v >= 1 && v <= 0x7fffffff;
+        d[i] = ok ? (unsigned)v : 0;
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    return ok;
+}
+
+static attnbwd_status read_plan(lua_State *L, int t, kernel_plan *p) {
+    memset(p, 0, sizeof *p);
+    p->name = dup_field(L, t, "name");
+    p->source = dup_field(L, t, "source");
+    p->tiles = dup_field(L, t, "tiles");
+    if (!p->name || !p->source || !p->tiles)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned no name, source or tiles string");
+    if (!dims_field(L, t, "grid", p->grid) || !dims_field(L, t, "block", p->block))
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned a grid or block that is not 3 positive integers");
+    if (p->grid[1] > 65535 || p->grid[2] > 65535 ||
+        (uint64_t)p->block[0] * p->block[1] * p->block[2] > 1024)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned a launch past CUDA's limits");
+    lua_getfield(L, t, "shared_bytes");
+    int isnum;
+    lua_Integer sh = lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum || sh < 0 || sh > 227 * 1024)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned shared_bytes outside [0, 227 KiB]");
+    p->shared_bytes = (unsigned)sh;
+    return ATTNBWD_OK;
+}
+
+attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *arch,
+                        const char *tiles_override, kernel_plan *out) {
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&g->mu);
+    lua_State *L = g->L;
+    int top = lua_gettop(L);
+    attnbwd_status s = gen_require(L, "plan", "plan");
+    if (s == ATTNBWD_OK) {
+        gen_push_shape(L, shape);
+        lua_pushstring(L, arch);
+        if (tiles_override) lua_pushstring(L, tiles_override);
+        else lua_pushnil(L);
+        s = gen_pcall(L, 3, 2);
+    }
+    if (s == ATTNBWD_OK) {
+        if (lua_istable(L, -2))
+            s = read_plan(L, lua_gettop(L) - 1, out);
+        else
+            s = err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s",
+                        lua_tostring(L, -1) ? lua_tostring(L, -1) : "plan() refused the shape");
+    }
+    lua_settop(L, top);
+    pthread_mutex_unlock(&g->mu);
+    if (s != ATTNBWD_OK) kernel_plan_free(out);
+    return s;
+}
+
+attnbwd_status gen_candidates(gen_state *g, const attnbwd_shape *shape, char ***tiles, size_t *n) {
+    *tiles = NULL;
+    *n = 0;
+    pthread_mutex_lock(&g->mu);
+    lua_State *L = g->L;
+    int top = lua_gettop(L);
+    attnbwd_status s = gen_require(L, "plan", "candidates");
+    if (s == ATTNBWD_OK) {
+        gen_push_shape(L, shape);
+        s = gen_pcall(L, 1, 1);
+    }
+    if (s == ATTNBWD_OK) {
+        lua_getglobal(L, "require");
+        lua_pushstring(L, "render");
+        lua_call(L, 1, 1); /* loaded already by plan.lua: cannot fail */
+        lua_getfield(L, -1, "tiles_string");
+        int fn = lua_gettop(L), list = top + 1;
+        size_t count = lua_rawlen(L, list);
+        char **v = calloc(count ? count : 1, sizeof *v);
+        for (size_t i = 0; v && i < count; ++i) {
+            lua_pushvalue(L, fn);
+            lua_rawgeti(L, list, (lua_Integer)i + 1);
+            if ((s = gen_pcall(L, 1, 1)) != ATTNBWD_OK) break;
+            v[i] = strdup(lua_tostring(L, -1));
+            lua_pop(L, 1);
+        }
+        if (!v) s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory listing candidates");
+        *tiles = v;
+        *n = v ? count : 0;
+    }
+    lua_settop(L, top);
+    pthread_mutex_unlock(&g->mu);
+    return s;
+}
+
+void kernel_plan_free(kernel_plan *p) {
+    if (!p) return;
+    free(p->name);
+    free(p->source);
+    free(p->tiles);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,194 @@
+/*
+ * attnbwd: attention backward passes as CUDA kernels written, compiled and
+ * cached at run time, one kernel specialised for each shape.
+ *
+ * The only public header. Every call returns an attnbwd_status; on failure,
+ * attnbwd_last_error() says what was wrong (which argument, which limit,
+ * NVRTC's log) for the calling thread. The library never prints unless a
+ * log level asks it to, and never exits.
+ *
+ * Pipeline of attnbwd_get_kernel: memory cache -> disk cache of cubins ->
+ * embedded Lua plans the tiles and renders CUDA source -> NVRTC -> disk
+ * cache (atomic) -> module loaded in the device's primary context at the
+ * first launch, so pointers from cudaMalloc or PyTorch work as they are.
+ */
+#ifndef ATTNBWD_H
+#define ATTNBWD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define ATTNBWD_API __declspec(dllexport)
+#else
+#define ATTNBWD_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTNBWD_VERSION_MAJOR 0
+#define ATTNBWD_VERSION_MINOR 1
+#define ATTNBWD_VERSION_PATCH 0
+#define ATTNBWD_VERSION_STRING "0.1.0"
+
+typedef enum attnbwd_status {
+    ATTNBWD_OK = 0,
+    ATTNBWD_ERR_INVALID_ARGUMENT, /* null pointer, value out of range, mismatch */
+    ATTNBWD_ERR_UNSUPPORTED,      /* a shape past a limit of the generator */
+    ATTNBWD_ERR_OUT_OF_MEMORY,
+    ATTNBWD_ERR_LUA,              /* a tile script or template failed */
+    ATTNBWD_ERR_COMPILE,          /* NVRTC rejected the source; the log is in the message */
+    ATTNBWD_ERR_CACHE,            /* the disk cache could not be used as asked */
+    ATTNBWD_ERR_NO_DRIVER,        /* libcuda.so.1 could not be loaded */
+    ATTNBWD_ERR_NO_DEVICE,        /* no CUDA device, or the ordinal is out of range */
+    ATTNBWD_ERR_CUDA,             /* a driver call failed; its name is in the message */
+    ATTNBWD_ERR_IO                /* a file could not be read */
+} attnbwd_status;
+
+/* Short name of a status, e.g. "ATTNBWD_ERR_COMPILE". Never NULL. */
+ATTNBWD_API const char *attnbwd_status_name(attnbwd_status s);
+
+/* The message of the last failed call on this thread ("" when none). Valid
+ * until the next call into the library on this thread. */
+ATTNBWD_API const char *attnbwd_last_error(void);
+
+typedef enum attnbwd_problem {
+    ATTNBWD_SOFTMAX_DROPOUT_BWD = 1, /* spec: softmax_dropout_bwd.md */
+    ATTNBWD_EDIT_ATTENTION_BWD = 2   /* spec: edit_attention_bwd.md */
+} attnbwd_problem;
+
+typedef enum attnbwd_log_level {
+    ATTNBWD_LOG_QUIET = 0,
+    ATTNBWD_LOG_WARN = 1,  /* default: cache trouble, once per cause */
+    ATTNBWD_LOG_INFO = 2,  /* a line per compile, disk hit and miss */
+    ATTNBWD_LOG_DEBUG = 3
+} attnbwd_log_level;
+
+typedef void (*attnbwd_log_fn)(int level, const char *line, void *user);
+
+typedef struct attnbwd_options {
+    int device;             /* CUDA device ordinal (default 0) */
+    const char *cache_dir;  /* NULL: $ATTNBWD_CACHE_DIR, $XDG_CACHE_HOME/attnbwd, ~/.cache/attnbwd */
+    int disk_cache;         /* 1 (default) use the disk cache; 0 memory only. ATTNBWD_CACHE=0 also turns it off */
+    const char *arch;       /* "sm_90" etc.: compile for it, no GPU needed. NULL: the device's */
+    int log_level;          /* attnbwd_log_level; $ATTNBWD_LOG overrides when set */
+    attnbwd_log_fn log_fn;  /* NULL: lines go to stderr, prefixed "attnbwd: " */
+    void *log_user;
+} attnbwd_options;
+
+/* Fill with the defaults above. */
+ATTNBWD_API void attnbwd_options_init(attnbwd_options *opt);
+
+typedef struct attnbwd_ctx attnbwd_ctx;
+
+/* opt may be NULL for the defaults. Opening never needs a GPU; it fails with
+ * ATTNBWD_ERR_NO_DRIVER / _NO_DEVICE only when no arch is given and none can
+ * be read off a device. */
+ATTNBWD_API attnbwd_status attnbwd_open(const attnbwd_options *opt, attnbwd_ctx **out);
+/* Unloads every module and frees every kernel of the context. NULL is fine. */
+ATTNBWD_API void attnbwd_close(attnbwd_ctx *ctx);
+
+/* Everything that changes the generated code. Unused fields must be 0. */
+typedef struct attnbwd_shape {
+    attnbwd_problem problem;
+    int64_t batch;
+    int64_t heads;     /* problem 1: n_heads; problem 2: must be 0 or 16 */
+    int64_t seq_len;
+    int dropout;       /* problem 1: 1 when p_dropout > 0 will be passed, else 0 */
+    int precision;     /* problem 2 (later): 0 default */
+} attnbwd_shape;
+
+typedef struct attnbwd_kernel attnbwd_kernel;
+
+/* The kernel for a shape. A second call for the same shape returns the same
+ * kernel from memory (no Lua, disk or compile). Safe from several threads at
+ * once; kernels live until attnbwd_close. */
+ATTNBWD_API attnbwd_status attnbwd_get_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape,
+                                              attnbwd_kernel **out);
+
+/* Where a kernel came from when it was first made in this context. */
+typedef enum attnbwd_origin {
+    ATTNBWD_FROM_COMPILE = 0,
+    ATTNBWD_FROM_DISK = 1,
+    ATTNBWD_FROM_MEMORY = 2 /* only reported by prewarm, for kernels already held */
+} attnbwd_origin;
+
+typedef struct attnbwd_kernel_info {
+    attnbwd_shape shape;
+    const char *name;         /* kernel function name */
+    const char *arch;         /* e.g. "sm_90" */
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;    /* dynamic shared memory */
+    const char *tiles;        /* the tile choices, "key=value ..." */
+    const char *cache_key;    /* 32 hex digits */
+    attnbwd_origin origin;
+    double build_seconds;     /* time to find or compile it the first time */
+    size_t cubin_bytes;
+} attnbwd_kernel_info;
+
+/* Strings stay valid while the kernel does. */
+ATTNBWD_API attnbwd_status attnbwd_kernel_get_info(const attnbwd_kernel *k, attnbwd_kernel_info *info);
+
+/* Problem 1, masked softmax with attention dropout, backward.
+ * grad_output, p_attn, grad_scores: fp32 [B,H,T,T]; mask: bool [B,1,T,T];
+ * dropout_mask: bool [B,H,T,T], not read when p_dropout == 0 (may be NULL then).
+ * p_dropout: 0 <= p < 1, and > 0 exactly when the kernel's shape.dropout is 1.
+ * All pointers are device pointers, 16-byte aligned when T % 4 == 0 (4-byte
+ * for the masks). stream: a CUstream / cudaStream_t (NULL: the legacy stream). */
+ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const float *grad_output,
+                                                       const float *p_attn, const uint8_t *mask,
+                                                       const uint8_t *dropout_mask, float p_dropout,
+                                                       float *grad_scores, void *stream);
+
+/* Generation without compiling: the CUDA source and the tile choices for a
+ * shape. Free both with attnbwd_free. */
+ATTNBWD_API attnbwd_status attnbwd_generate(attnbwd_ctx *ctx, const attnbwd_shape *shape,
+                                            char **source, char **tiles);
+ATTNBWD_API void attnbwd_free(void *p);
+
+/* Prewarm: find in the cache or compile every shape's kernel. The callback,
+ * if any, runs once per shape, in order of completion, on the calling thread. */
+typedef struct attnbwd_prewarm_event {
+    size_t index, done, total;
+    const attnbwd_shape *shape;
+    attnbwd_status status;     /* ATTNBWD_OK or why this shape failed */
+    const char *message;       /* "" on success */
+    attnbwd_origin origin;
+    double seconds;
+} attnbwd_prewarm_event;
+
+typedef void (*attnbwd_progress_fn)(const attnbwd_prewarm_event *ev, void *user);
+
+typedef struct attnbwd_prewarm_summary {
+    size_t compiled, from_disk, from_memory, failed;
+    double seconds;
+} attnbwd_prewarm_summary;
+
+/* threads <= 0: one per online core. Returns ATTNBWD_OK only when every
+ * shape succeeded; summary (may be NULL) counts each kind. */
+ATTNBWD_API attnbwd_status attnbwd_prewarm(attnbwd_ctx *ctx, const attnbwd_shape *shapes, size_t n,
+                                           int threads, attnbwd_progress_fn progress, void *user,
+                                           attnbwd_prewarm_summary *summary);
+
+/* Facts for `attnbwd info`. Strings stay valid while ctx does. */
+typedef struct attnbwd_ctx_info {
+    const char *library_version;
+    int nvrtc_major, nvrtc_minor;
+    int driver_version;         /* e.g. 13000; 0 when no driver */
+    const char *driver_error;   /* why there is no driver/device, or "" */
+    const char *device_name;    /* "" when none */
+    const char *arch;           /* target of this context */
+    const char *cache_dir;      /* "" when the disk cache is off */
+    int disk_cache;             /* 1 when entries are read and written */
+    uint64_t cache_bytes;       /* size of the entries now in the cache */
+    uint64_t cache_entries;
+} attnbwd_ctx_info;
+
+ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,127 @@
+-- Problem 1, masked softmax with attention dropout, backward: the tile choices
+-- for a shape and the rendered kernel (templates/softmax_dropout_bwd.cu).
+--
+-- The kernel is memory-bound: each row of T elements is read once and written
+-- once. The choices trade loads in flight per thread against registers:
+--   vec              elements per load: the widest of 4, 2, 1 that divides T
+--                    (rows start at row*T, so T's alignment bounds the width)
+--   threads_per_row  threads sharing a row (power of two, up to 1024)
+--   block            threads per block
+--   in_registers     1: the row stays in registers between the sum and the
+--                    write; 0: two passes over the row (very long rows)
+--   head_fastest     1: the heads of one (b, i) are neighbours in the grid, so
+--                    the shared mask row is read once from DRAM
+--   unroll           vectors in flight per thread in two-pass mode
+local render = require "render"
+
+local M = {}
+
+local MAX_TPR = 1024
+local REG_ELEMS = 32 -- floats of a row per thread that stay in registers
+
+local function pow2_at_least(n)
+  local p = 1
+  while p < n do p = p * 2 end
+  return p
+end
+
+local function vec_for(T)
+  if T % 4 == 0 then return 4 elseif T % 2 == 0 then return 2 end
+  return 1
+end
+
+local function ceil_div(a, b) return (a + b - 1) // b end
+
+-- The heuristic: about 16 elements of a row per thread (4 loads of 16 bytes
+-- per tensor in flight), a block of at least 256 threads.
+function M.heuristic(shape)
+  local T = shape.seq_len
+  local vec = vec_for(T)
+  local nvec = T // vec
+  local per_thread = math.max(1, 16 // vec)
+  local tpr = math.min(MAX_TPR, pow2_at_least(ceil_div(nvec, per_thread)))
+  local in_registers = ceil_div(nvec, tpr) * vec <= REG_ELEMS and 1 or 0
+  if in_registers == 0 then tpr = 512 end
+  return {
+    vec = vec,
+    threads_per_row = tpr,
+    block = math.max(256, tpr),
+    in_registers = in_registers,
+    -- Rows shorter than a cache line are better read in memory order.
+    head_fastest = (T * 4 >= 128 and shape.heads > 1) and 1 or 0,
+    unroll = 4,
+  }
+end
+
+-- nil when the tiles can build a correct kernel for the shape, else why not.
+function M.validate(shape, t)
+  local T = shape.seq_len
+  local function pow2(n) return math.type(n) == "integer" and n > 0 and n & (n - 1) == 0 end
+  if not (t.vec == 1 or t.vec == 2 or t.vec == 4) then return "vec must be 1, 2 or 4" end
+  if T % t.vec ~= 0 then return string.format("vec=%d does not divide T=%d", t.vec, T) end
+  if not pow2(t.threads_per_row) or t.threads_per_row > MAX_TPR then
+    return "threads_per_row must be a power of two <= 1024"
+  end
+  if not pow2(t.block) or t.block < 32 or t.block > 1024 or t.block < t.threads_per_row then
+    return "block must be a power of two in [32, 1024] and >= threads_per_row"
+  end
+  if t.in_registers ~= 0 and t.in_registers ~= 1 then return "in_registers must be 0 or 1" end
+  if t.in_registers == 1 and ceil_div(T // t.vec, t.threads_per_row) * t.vec > 4 * REG_ELEMS then
+    return "in_registers=1 would hold more than 128 floats per thread"
+  end
+  if t.head_fastest ~= 0 and t.head_fastest ~= 1 then return "head_fastest must be 0 or 1" end
+  if not (t.unroll == 1 or t.unroll == 2 or t.unroll == 4 or t.unroll == 8) then
+    return "unroll must be 1, 2, 4 or 8"
+  end
+  return nil
+end
+
+-- Candidate tiles for exploration: around the heuristic, all valid.
+function M.candidates(shape)
+  local base = M.heuristic(shape)
+  local seen, out = {}, {}
+  local function add(t)
+    if M.validate(shape, t) then return end
+    local key = render.tiles_string(t)
+    if not seen[key] then seen[key] = true; out[#out + 1] = t end
+  end
+  add(base)
+  local vec = base.vec
+  for _, tpr in ipairs({ 4, 8, 16, 32, 64, 128, 256, 512, 1024 }) do
+    for _, block in ipairs({ 128, 256, 512, 1024 }) do
+      for _, inreg in ipairs({ 0, 1 }) do
+        local t = { vec = vec, threads_per_row = tpr, block = math.max(block, tpr),
+                    in_registers = inreg, head_fastest = base.head_fastest, unroll = 4 }
+        if inreg == 1 or tpr >= 128 then add(t) end
+      end
+    end
+  end
+  local flip = {}
+  for k, v in pairs(base) do flip[k] = v end
+  flip.head_fastest = 1 - base.head_fastest
+  add(flip)
+  return out
+end
+
+function M.plan(shape, t, arch)
+  local B, H, T = shape.batch, shape.heads, shape.seq_len
+  local rows = B * H * T
+  local rows_per_block = t.block // t.threads_per_row
+  local name = string.format("softmax_dropout_bwd_B%d_H%d_T%d_d%d_v%d_r%d_b%d_%s%s_u%d", B, H, T,
+    shape.dropout, t.vec, t.threads_per_row, t.block, t.in_registers == 1 and "reg" or "two",
+    t.head_fastest == 1 and "_hf" or "", t.unroll)
+  local source = render.render("softmax_dropout_bwd.cu", {
+    B = B, H = H, T = T, VEC = t.vec, THREADS_PER_ROW = t.threads_per_row, BLOCK = t.block,
+    DROPOUT = shape.dropout, IN_REGISTERS = t.in_registers, HEAD_FASTEST = t.head_fastest,
+    UNROLL = t.unroll, KERNEL_NAME = name,
+  })
+  return {
+    name = name,
+    source = "// attnbwd " .. arch .. " " .. render.tiles_string(t) .. "\n" .. source,
+    grid = { ceil_div(rows, rows_per_block), 1, 1 },
+    block = { t.block, 1, 1 },
+    shared_bytes = 0,
+  }
+end
+
+return M

@@ -1,0 +1,316 @@
+/* The public API's context and kernel life cycle, and the build of one
+ * kernel: plan (Lua) -> manifest -> disk cache or NVRTC -> disk cache. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "internal.h"
+#include "nvrtc_compile.h"
+
+#define CACHE_FORMAT 1
+#define LOCK_TIMEOUT_MS 120000 /* a compile takes seconds; past this, compile anyway */
+
+double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void attnbwd_options_init(attnbwd_options *opt) {
+    if (!opt) return;
+    memset(opt, 0, sizeof *opt);
+    opt->disk_cache = 1;
+    opt->log_level = ATTNBWD_LOG_WARN;
+}
+
+static int valid_arch(const char *a) {
+    if (strncmp(a, "sm_", 3) != 0 && strncmp(a, "compute_", 8) != 0) return 0;
+    const char *d = a + (a[0] == 's' ? 3 : 8);
+    int digits = 0;
+    while (*d >= '0' && *d <= '9') ++d, ++digits;
+    return digits >= 2 && digits <= 3 && (*d == '\0' || ((*d == 'a' || *d == 'f') && d[1] == '\0'));
+}
+
+attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
+    err_clear();
+    if (!out) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "attnbwd_open: out is NULL");
+    *out = NULL;
+    attnbwd_options opt;
+    if (opt_in) opt = *opt_in;
+    else attnbwd_options_init(&opt);
+    if (opt.arch && (!valid_arch(opt.arch) || strlen(opt.arch) >= 16))
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
+                       "options.arch = \"%s\": expected an architecture such as \"sm_90\"", opt.arch);
+    if (opt.device < 0)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.device = %d: must be >= 0", opt.device);
+    if (opt.log_level < ATTNBWD_LOG_QUIET || opt.log_level > ATTNBWD_LOG_DEBUG)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.log_level = %d: must be 0..3", opt.log_level);
+
+    attnbwd_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory opening a context");
+    ctx->log.level = opt.log_level;
+    const char *env_level = getenv("ATTNBWD_LOG");
+    if (env_level && *env_level >= '0' && *env_level <= '3' && env_level[1] == '\0')
+        ctx->log.level = *env_level - '0';
+    ctx->log.fn = opt.log_fn;
+    ctx->log.user = opt.log_user;
+    ctx->device_ordinal = opt.device;
+    table_init(&ctx->table);
+
+    attnbwd_status s = drv_device_open(opt.device, &ctx->dev);
+    if (s == ATTNBWD_OK) {
+        ctx->have_device = 1;
+        ctx->driver_version = drv_version();
+        snprintf(ctx->arch, sizeof ctx->arch, "sm_%d%d", ctx->dev.cc_major, ctx->dev.cc_minor);
+    } else {
+        snprintf(ctx->driver_error, sizeof ctx->driver_error, "%s", attnbwd_last_error());
+        ctx->driver_version = drv_version();
+        if (!opt.arch) {
+            attnbwd_close(ctx);
+            return err_set(s, "%s (to generate and compile without a GPU, set options.arch, e.g. \"sm_90\")",
+                           ctx->driver_error);
+        }
+    }
+    if (opt.arch) snprintf(ctx->arch, sizeof ctx->arch, "%s", opt.arch);
+
+    if ((s = gen_open(&ctx->gen)) != ATTNBWD_OK) {
+        attnbwd_close(ctx);
+        return s;
+    }
+    cache_open(&ctx->cache, opt.cache_dir, opt.disk_cache, &ctx->log);
+    const char *dump = getenv("ATTNBWD_DUMP_DIR");
+    if (dump && *dump) ctx->dump_dir = strdup(dump);
+    log_line(&ctx->log, ATTNBWD_LOG_INFO, "context: arch %s, device %s, cache %s", ctx->arch,
+             ctx->have_device ? ctx->dev.name : "none", ctx->cache.dir ? ctx->cache.dir : "off");
+    err_clear();
+    *out = ctx;
+    return ATTNBWD_OK;
+}
+
+static void kernel_free(attnbwd_kernel *k) {
+    if (!k) return;
+    if (k->module) drv_module_unload(&k->ctx->dev, k->module);
+    pthread_mutex_destroy(&k->load_mu);
+    kernel_plan_free(&k->plan);
+    free(k->override);
+    free(k->cubin);
+    free(k);
+}
+
+void attnbwd_close(attnbwd_ctx *ctx) {
+    if (!ctx) return;
+    table_destroy(&ctx->table, kernel_free);
+    if (ctx->have_device) drv_device_close(&ctx->dev);
+    gen_close(ctx->gen);
+    cache_close(&ctx->cache);
+    free(ctx->dump_dir);
+    free(ctx);
+}
+
+/* Limits that keep every index of the generated code in range. */
+#define MAX_SEQ_LEN (1LL << 20)
+#define MAX_ROWS ((1LL << 31) - 1)
+
+attnbwd_status shape_validate(const attnbwd_shape *s) {
+    if (!s) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape is NULL");
+    if (s->problem != ATTNBWD_SOFTMAX_DROPOUT_BWD && s->problem != ATTNBWD_EDIT_ATTENTION_BWD)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.problem = %d: not a problem of attnbwd_problem",
+                       (int)s->problem);
+    if (s->batch < 1) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.batch = %lld: must be >= 1", (long long)s->batch);
+    if (s->seq_len < 1)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.seq_len = %lld: must be >= 1", (long long)s->seq_len);
+    if (s->seq_len > MAX_SEQ_LEN)
+        return err_set(ATTNBWD_ERR_UNSUPPORTED, "shape.seq_len = %lld: longer than the limit %lld",
+                       (long long)s->seq_len, MAX_SEQ_LEN);
+    if (s->dropout != 0 && s->dropout != 1)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.dropout = %d: must be 0 or 1", s->dropout);
+    if (s->problem == ATTNBWD_EDIT_ATTENTION_BWD) {
+        if (s->heads != 0 && s->heads != 16)
+            return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.heads = %lld: the edit attention problem has 16 heads",
+                           (long long)s->heads);
+        return err_set(ATTNBWD_ERR_UNSUPPORTED, "the edit attention backward is not generated by this version yet");
+    }
+    if (s->heads < 1) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.heads = %lld: must be >= 1", (long long)s->heads);
+    if (s->precision != 0)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.precision = %d: problem 1 has only fp32 (0)", s->precision);
+    int64_t rows, elems, bytes;
+    if (__builtin_mul_overflow(s->batch, s->heads, &rows) || __builtin_mul_overflow(rows, s->seq_len, &rows) ||
+        __builtin_mul_overflow(rows, s->seq_len, &elems) || __builtin_mul_overflow(elems, (int64_t)4, &bytes))
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
+                       "shape B=%lld H=%lld T=%lld: B*H*T*T*4 bytes overflows 64 bits", (long long)s->batch,
+                       (long long)s->heads, (long long)s->seq_len);
+    if (rows / s->seq_len * s->seq_len != rows || rows > MAX_ROWS)
+        return err_set(ATTNBWD_ERR_UNSUPPORTED, "shape B=%lld H=%lld T=%lld: B*H*T = %lld rows, over the limit %lld",
+                       (long long)s->batch, (long long)s->heads, (long long)s->seq_len, (long long)rows,
+                       (long long)MAX_ROWS);
+    return ATTNBWD_OK;
+}
+
+/* The readable text whose hash is the cache key: everything that changes
+ * the cubin, and nothing machine-specific such as paths. */
+static char *make_manifest(const attnbwd_ctx *ctx, const kernel_plan *p, const char *options) {
+    int maj, min;
+    nvrtc_version(&maj, &min);
+    const char *fmt = "attnbwd-cache-manifest %d\nlibrary %s\nnvrtc %d.%d\noptions %s\narch %s\n"
+                      "kernel %s\ntiles %s\ngrid %u %u %u\nblock %u %u %u\nshared %u\nsource\n%s";
+    int n = snprintf(NULL, 0, fmt, CACHE_FORMAT, ATTNBWD_VERSION_STRING, maj, min, options, ctx->arch, p->name,
+                     p->tiles, p->grid[0], p->grid[1], p->grid[2], p->block[0], p->block[1], p->block[2],
+                     p->shared_bytes, p->source);
+    char *m = malloc((size_t)n + 1);
+    if (m)
+        snprintf(m, (size_t)n + 1, fmt, CACHE_FORMAT, ATTNBWD_VERSION_STRING, maj, min, options, ctx->arch, p->name,
+                 p->tiles, p->grid[0], p->grid[1], p->grid[2], p->block[0], p->block[1], p->block[2],
+                 p->shared_bytes, p->source);
+    return m;
+}
+
+/* Finds the cubin in the disk cache or compiles it, under the per-key lock
+ * so that two processes missing the same key compile it once. */
+static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *manifest,
+                                      const char *options) {
+    size_t mlen = strlen(manifest);
+    if (cache_get(&ctx->cache, k->key, manifest, mlen, &k->cubin, &k->cubin_len)) {
+        k->origin = ATTNBWD_FROM_DISK;
+        return ATTNBWD_OK;
+    }
+    int lock = cache_lock(&ctx->cache, k->key, LOCK_TIMEOUT_MS);
+    if (lock >= 0 && cache_get(&ctx->cache, k->key, manifest, mlen, &k->cubin, &k->cubin_len)) {
+        cache_unlock(lock); /* another process compiled it while we waited */
+        k->origin = ATTNBWD_FROM_DISK;
+        return ATTNBWD_OK;
+    }
+    nvrtc_result r;
+    attnbwd_status s = nvrtc_compile(k->plan.source, k->plan.name, ctx->arch, &r);
+    if (s == ATTNBWD_OK) {
+        k->cubin = r.cubin;
+        k->cubin_len = r.cubin_len;
+        r.cubin = NULL;
+        k->origin = ATTNBWD_FROM_COMPILE;
+        cache_put(&ctx->cache, k->key, manifest, mlen, k->cubin, k->cubin_len);
+    }
+    dump_kernel(ctx, k, options, r.log, manifest);
+    if (lock >= 0) cache_unlock(lock);
+    nvrtc_result_free(&r);
+    return s;
+}
+
+static attnbwd_status build_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape, const char *override,
+                                   attnbwd_kernel **out) {
+    double t0 = now_seconds();
+    attnbwd_kernel *k = calloc(1, sizeof *k);
+    if (!k) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    k->ctx = ctx;
+    k->shape = *shape;
+    pthread_mutex_init(&k->load_mu, NULL);
+    snprintf(k->arch, sizeof k->arch, "%s", ctx->arch);
+    char *manifest = NULL;
+    char options[512];
+    nvrtc_options_string(ctx->arch, options, sizeof options);
+    attnbwd_status s = ATTNBWD_OK;
+    if (override && !(k->override = strdup(override))) s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (s == ATTNBWD_OK) s = gen_plan(ctx->gen, shape, ctx->arch, override, &k->plan);
+    if (s == ATTNBWD_OK && !(manifest = make_manifest(ctx, &k->plan, options)))
+        s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (s == ATTNBWD_OK) {
+        cache_key(manifest, strlen(manifest), k->key);
+        s = find_or_compile(ctx, k, manifest, options);
+    }
+    free(manifest);
+    if (s != ATTNBWD_OK) {
+        kernel_free(k);
+        return err_wrap(s, "shape B=%lld H=%lld T=%lld dropout=%d", (long long)shape->batch, (long long)shape->heads,
+                        (long long)shape->seq_len, shape->dropout);
+    }
+    k->build_seconds = now_seconds() - t0;
+    log_line(&ctx->log, ATTNBWD_LOG_INFO, "%s %s (%s) in %.3f s", k->origin == ATTNBWD_FROM_DISK ? "disk hit" : "compiled",
+             k->plan.name, k->key, k->build_seconds);
+    *out = k;
+    return ATTNBWD_OK;
+}
+
+attnbwd_status kernel_get(attnbwd_ctx *ctx, const attnbwd_shape *shape, const char *override,
+                          attnbwd_kernel **out, int *memory_hit) {
+    int hit = 0;
+    if (!ctx) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    if (!out) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    attnbwd_status s = shape_validate(shape);
+    if (s == ATTNBWD_OK) s = table_get(&ctx->table, shape, override, build_kernel, ctx, out, &hit);
+    if (memory_hit) *memory_hit = hit;
+    return s;
+}
+
+attnbwd_status attnbwd_get_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape, attnbwd_kernel **out) {
+    return kernel_get(ctx, shape, NULL, out, NULL);
+}
+
+attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k) {
+    if (atomic_load_explicit(&k->function, memory_order_acquire)) return ATTNBWD_OK;
+    attnbwd_ctx *ctx = k->ctx;
+    if (!ctx->have_device)
+        return err_set(ATTNBWD_ERR_NO_DEVICE, "cannot launch %s: %s (this context compiles for %s only)",
+                       k->plan.name, ctx->driver_error, ctx->arch);
+    attnbwd_status s = ATTNBWD_OK;
+    pthread_mutex_lock(&k->load_mu);
+    if (!atomic_load_explicit(&k->function, memory_order_relaxed)) {
+        void *fn = NULL;
+        s = drv_module_load(&ctx->dev, k->cubin, k->plan.name, k->plan.shared_bytes, &k->module, &fn);
+        if (s == ATTNBWD_OK) atomic_store_explicit(&k->function, fn, memory_order_release);
+        else err_wrap(s, "loading %s (built for %s) on %s", k->plan.name, k->arch, ctx->dev.name);
+    }
+    pthread_mutex_unlock(&k->load_mu);
+    return s;
+}
+
+attnbwd_status attnbwd_kernel_get_info(const attnbwd_kernel *k, attnbwd_kernel_info *info) {
+    if (!k || !info) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "kernel_get_info: %s is NULL", k ? "info" : "kernel");
+    memset(info, 0, sizeof *info);
+    info->shape = k->shape;
+    info->name = k->plan.name;
+    info->arch = k->arch;
+    memcpy(info->grid, k->plan.grid, sizeof info->grid);
+    memcpy(info->block, k->plan.block, sizeof info->block);
+    info->shared_bytes = k->plan.shared_bytes;
+    info->tiles = k->plan.tiles;
+    info->cache_key = k->key;
+    info->origin = k->origin;
+    info->build_seconds = k->build_seconds;
+    info->cubin_bytes = k->cubin_len;
+    return ATTNBWD_OK;
+}
+
+attnbwd_status attnbwd_generate(attnbwd_ctx *ctx, const attnbwd_shape *shape, char **source, char **tiles) {
+    if (!ctx) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    if (!source) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "source is NULL");
+    attnbwd_status s = shape_validate(shape);
+    if (s != ATTNBWD_OK) return s;
+    kernel_plan p;
+    if ((s = gen_plan(ctx->gen, shape, ctx->arch, NULL, &p)) != ATTNBWD_OK) return s;
+    *source = p.source;
+    p.source = NULL;
+    if (tiles) {
+        *tiles = p.tiles;
+        p.tiles = NULL;
+    }
+    kernel_plan_free(&p);
+    return ATTNBWD_OK;
+}
+
+void attnbwd_free(void *p) { free(p); }
+
+attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info) {
+    if (!ctx || !info) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ctx_get_info: %s is NULL", ctx ? "info" : "ctx");
+    memset(info, 0, sizeof *info);
+    info->library_version = ATTNBWD_VERSION_STRING;
+    nvrtc_version(&info->nvrtc_major, &info->nvrtc_minor);
+    info->driver_version = ctx->driver_version;
+    info->driver_error = ctx->have_device ? "" : ctx->driver_error;
+    info->device_name = ctx->have_device ? ctx->dev.name : "";
+    info->arch = ctx->arch;
+    info->cache_dir = ctx->cache.dir ? ctx->cache.dir : "";
+    info->disk_cache = ctx->cache.dir && ctx->cache.writable;
+    cache_usage(&ctx->cache, &info->cache_bytes, &info->cache_entries);
+    return ATTNBWD_OK;
+}

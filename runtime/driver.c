@@ -1,0 +1,199 @@
+/* The CUDA driver through dlopen("libcuda.so.1"), so the library loads,
+ * generates and compiles on machines with no driver; only a launch (or
+ * asking for the device's architecture) needs one. Kernels run in the
+ * device's primary context, the one the CUDA runtime and PyTorch use, so
+ * their pointers and streams work as they are. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda.h>
+
+#include "driver.h"
+#include "error.h"
+
+/* The entry points used, resolved by their versioned symbol names. */
+#define DRIVER_FUNCTIONS(X)                                                                       \
+    X(cuInit, "cuInit", (unsigned))                                                               \
+    X(cuDriverGetVersion, "cuDriverGetVersion", (int *))                                          \
+    X(cuGetErrorName, "cuGetErrorName", (CUresult, const char **))                                \
+    X(cuDeviceGetCount, "cuDeviceGetCount", (int *))                                              \
+    X(cuDeviceGet, "cuDeviceGet", (CUdevice *, int))                                              \
+    X(cuDeviceGetName, "cuDeviceGetName", (char *, int, CUdevice))                                \
+    X(cuDeviceGetAttribute, "cuDeviceGetAttribute", (int *, CUdevice_attribute, CUdevice))        \
+    X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))              \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice))                      \
+    X(cuCtxGetCurrent, "cuCtxGetCurrent", (CUcontext *))                                          \
+    X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", (CUcontext))                                       \
+    X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", (CUcontext *))                                       \
+    X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                           \
+    X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                               \
+    X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))         \
+    X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))          \
+    X(cuLaunchKernel, "cuLaunchKernel",                                                           \
+      (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
+       void **, void **))
+
+#define DECLARE(name, sym, args) static CUresult(*p_##name) args;
+DRIVER_FUNCTIONS(DECLARE)
+#undef DECLARE
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static attnbwd_status load_status;
+static char load_error[512];
+static int driver_version;
+
+static const char *cu_name(CUresult r) {
+    const char *n = NULL;
+    if (p_cuGetErrorName && p_cuGetErrorName(r, &n) == CUDA_SUCCESS && n) return n;
+    return "CUDA_ERROR_UNKNOWN";
+}
+
+/* One check macro for the driver: records the call and the error's name and
+ * jumps to the function's cleanup label. */
+#define CU_CHECK(call)                                                                     \
+    do {                                                                                   \
+        CUresult r_ = (call);                                                              \
+        if (r_ != CUDA_SUCCESS) {                                                          \
+            status = err_set(ATTNBWD_ERR_CUDA, "%s failed: %s", #call, cu_name(r_));      \
+            goto cleanup;                                                                  \
+        }                                                                                  \
+    } while (0)
+
+static void load_driver(void) {
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        load_status = ATTNBWD_ERR_NO_DRIVER;
+        snprintf(load_error, sizeof load_error, "no CUDA driver: dlopen(libcuda.so.1): %s", dlerror());
+        return;
+    }
+#define RESOLVE(name, sym, args)                                                                       \
+    *(void **)(&p_##name) = dlsym(h, sym);                                                             \
+    if (!p_##name) {                                                                                   \
+        load_status = ATTNBWD_ERR_NO_DRIVER;                                                           \
+        snprintf(load_error, sizeof load_error, "the CUDA driver has no %s (too old?)", sym);          \
+        return;                                                                                        \
+    }
+    DRIVER_FUNCTIONS(RESOLVE)
+#undef RESOLVE
+    CUresult r = p_cuInit(0);
+    if (r != CUDA_SUCCESS) {
+        load_status = r == CUDA_ERROR_NO_DEVICE ? ATTNBWD_ERR_NO_DEVICE : ATTNBWD_ERR_NO_DRIVER;
+        snprintf(load_error, sizeof load_error, "cuInit failed: %s", cu_name(r));
+        return;
+    }
+    p_cuDriverGetVersion(&driver_version);
+    load_status = ATTNBWD_OK;
+}
+
+attnbwd_status drv_load(void) {
+    pthread_once(&load_once, load_driver);
+    if (load_status != ATTNBWD_OK) return err_set(load_status, "%s", load_error);
+    return ATTNBWD_OK;
+}
+
+int drv_version(void) { return drv_load() == ATTNBWD_OK ? driver_version : 0; }
+
+#define DEV(d) ((d)->cu_device)
+#define CTX(d) ((CUcontext)(d)->cu_ctx)
+
+attnbwd_status drv_device_open(int ordinal, drv_device *dev) {
+    attnbwd_status status = drv_load();
+    memset(dev, 0, sizeof *dev);
+    dev->ordinal = ordinal;
+    if (status != ATTNBWD_OK) return status;
+    int count = 0;
+    CU_CHECK(p_cuDeviceGetCount(&count));
+    if (ordinal < 0 || ordinal >= count)
+        return err_set(ATTNBWD_ERR_NO_DEVICE, "device ordinal %d is out of range: %d CUDA device(s)", ordinal,
+                       count);
+    CUdevice d;
+    CU_CHECK(p_cuDeviceGet(&d, ordinal));
+    DEV(dev) = d;
+    CU_CHECK(p_cuDeviceGetName(dev->name, (int)sizeof dev->name, d));
+    CU_CHECK(p_cuDeviceGetAttribute(&dev->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d));
+    CU_CHECK(p_cuDeviceGetAttribute(&dev->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d));
+    CU_CHECK(p_cuDeviceGetAttribute(&dev->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d));
+    int optin = 0;
+    CU_CHECK(p_cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d));
+    dev->max_shared_optin = (size_t)optin;
+    CUcontext ctx;
+    CU_CHECK(p_cuDevicePrimaryCtxRetain(&ctx, d));
+    dev->cu_ctx = ctx;
+    dev->retained = 1;
+cleanup:
+    return status;
+}
+
+void drv_device_close(drv_device *dev) {
+    if (dev->retained) p_cuDevicePrimaryCtxRelease(DEV(dev));
+    dev->retained = 0;
+}
+
+/* Makes the primary context current for one call unless it already is (the
+ * usual case under the CUDA runtime or PyTorch). Returns 1 when pushed. */
+static int enter(drv_device *dev, attnbwd_status *status) {
+    CUcontext cur = NULL;
+    if (p_cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == CTX(dev)) return 0;
+    CUresult r = p_cuCtxPushCurrent(CTX(dev));
+    if (r != CUDA_SUCCESS) {
+        *status = err_set(ATTNBWD_ERR_CUDA, "cuCtxPushCurrent failed: %s", cu_name(r));
+        return -1;
+    }
+    return 1;
+}
+
+static void leave(int pushed) {
+    CUcontext dummy;
+    if (pushed == 1) p_cuCtxPopCurrent(&dummy);
+}
+
+attnbwd_status drv_module_load(drv_device *dev, const void *cubin, const char *func_name,
+                               unsigned shared_bytes, void **module, void **function) {
+    attnbwd_status status = ATTNBWD_OK;
+    CUmodule mod = NULL;
+    CUfunction fn = NULL;
+    *module = *function = NULL;
+    if (!dev->retained) return err_set(ATTNBWD_ERR_NO_DEVICE, "no device is open");
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuModuleLoadData(&mod, cubin));
+    CU_CHECK(p_cuModuleGetFunction(&fn, mod, func_name));
+    if (shared_bytes > 48 * 1024) {
+        if (shared_bytes > dev->max_shared_optin) {
+            status = err_set(ATTNBWD_ERR_UNSUPPORTED, "kernel %s needs %u bytes of shared memory; the device allows %zu",
+                             func_name, shared_bytes, dev->max_shared_optin);
+            goto cleanup;
+        }
+        CU_CHECK(p_cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes));
+    }
+    *module = mod;
+    *function = fn;
+    mod = NULL;
+cleanup:
+    if (mod) p_cuModuleUnload(mod);
+    leave(pushed);
+    return status;
+}
+
+void drv_module_unload(drv_device *dev, void *module) {
+    if (!module || !dev->retained) return;
+    attnbwd_status ignored;
+    int pushed = enter(dev, &ignored);
+    p_cuModuleUnload((CUmodule)module);
+    leave(pushed);
+}
+
+attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3],
+                          const unsigned block[3], unsigned shared_bytes, void *stream,
+                          void **args) {
+    attnbwd_status status = ATTNBWD_OK;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                              shared_bytes, (CUstream)stream, args, NULL));
+cleanup:
+    leave(pushed);
+    return status;
+}

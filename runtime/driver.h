@@ -1,0 +1,41 @@
+/* The CUDA driver, loaded with dlopen("libcuda.so.1") on first use, so that
+ * the library loads, generates and compiles where there is no driver. */
+#ifndef ATTNBWD_DRIVER_H
+#define ATTNBWD_DRIVER_H
+
+#include <stddef.h>
+
+#include "attnbwd.h"
+
+typedef struct drv_device {
+    int ordinal;
+    int cu_device;              /* CUdevice */
+    void *cu_ctx;               /* the primary CUcontext */
+    int retained;
+    int cc_major, cc_minor;
+    int sm_count;
+    size_t max_shared_optin;
+    char name[256];
+} drv_device;
+
+/* Loads the driver and cuInit(0) once per process. On failure: NO_DRIVER with
+ * dlerror's or cuInit's reason. */
+attnbwd_status drv_load(void);
+int drv_version(void);
+
+/* Retain the primary context of the device (reads its properties). */
+attnbwd_status drv_device_open(int ordinal, drv_device *dev);
+void drv_device_close(drv_device *dev);
+
+/* Load a cubin into the primary context and get its function; raises the
+ * dynamic shared-memory limit when shared_bytes > 48 KiB. */
+attnbwd_status drv_module_load(drv_device *dev, const void *cubin, const char *func_name,
+                               unsigned shared_bytes, void **module, void **function);
+void drv_module_unload(drv_device *dev, void *module);
+
+/* cuLaunchKernel in the primary context on `stream`. */
+attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3],
+                          const unsigned block[3], unsigned shared_bytes, void *stream,
+                          void **args);
+
+#endif

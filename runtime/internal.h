@@ -1,0 +1,79 @@
+/* What the runtime's files share: the context and kernel structures and the
+ * stage functions that pass between them. Not installed. */
+#ifndef ATTNBWD_INTERNAL_H
+#define ATTNBWD_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "attnbwd.h"
+#include "cache.h"
+#include "driver.h"
+#include "gen.h"
+#include "log.h"
+
+struct attnbwd_kernel {
+    attnbwd_ctx *ctx;
+    attnbwd_shape shape;
+    char *override;          /* tile override it was built with, or NULL */
+    kernel_plan plan;        /* name, source, tiles, grid, block, shared bytes */
+    char arch[16];
+    char key[CACHE_KEY_HEX + 1];
+    void *cubin;
+    size_t cubin_len;
+    attnbwd_origin origin;
+    double build_seconds;
+    /* Loaded into the primary context at the first launch. */
+    pthread_mutex_t load_mu;
+    void *module;
+    _Atomic(void *) function;
+};
+
+/* The memory cache: shape (+ tile override) -> kernel, with a "being built"
+ * state so that threads asking for the same shape wait for one build. */
+typedef struct kernel_table {
+    pthread_mutex_t mu;
+    pthread_cond_t built;
+    struct table_slot *slots;
+    size_t cap, len;
+} kernel_table;
+
+struct attnbwd_ctx {
+    logger log;
+    int device_ordinal;
+    char arch[16];
+    int have_device;
+    drv_device dev;
+    char driver_error[512];
+    int driver_version;
+    disk_cache cache;
+    gen_state *gen;
+    kernel_table table;
+    char *dump_dir;          /* $ATTNBWD_DUMP_DIR: sources, logs, cubins */
+};
+
+/* kernel_table.c */
+void table_init(kernel_table *t);
+void table_destroy(kernel_table *t, void (*free_kernel)(attnbwd_kernel *));
+/* Finds or builds the kernel for (shape, override). build() runs without the
+ * table lock, once per key even when several threads ask at once. *hit is 1
+ * when the kernel was already in memory. */
+attnbwd_status table_get(kernel_table *t, const attnbwd_shape *shape, const char *override,
+                         attnbwd_status (*build)(attnbwd_ctx *, const attnbwd_shape *, const char *,
+                                                 attnbwd_kernel **),
+                         attnbwd_ctx *ctx, attnbwd_kernel **out, int *hit);
+
+/* api.c */
+attnbwd_status shape_validate(const attnbwd_shape *s);
+attnbwd_status kernel_get(attnbwd_ctx *ctx, const attnbwd_shape *shape, const char *override,
+                          attnbwd_kernel **out, int *memory_hit);
+/* Loads the module at the first launch; fails clearly without a device. */
+attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k);
+
+/* dump.c */
+void dump_kernel(const attnbwd_ctx *ctx, const attnbwd_kernel *k, const char *options,
+                 const char *log, const char *manifest);
+
+double now_seconds(void);
+
+#endif
