@@ -68,9 +68,10 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
         snprintf(ctx->driver_error, sizeof ctx->driver_error, "%s", attnbwd_last_error());
         ctx->driver_version = drv_version();
         if (!opt.arch) {
+            char why[sizeof ctx->driver_error];
+            memcpy(why, ctx->driver_error, sizeof why);
             attnbwd_close(ctx);
-            return err_set(s, "%s (to generate and compile without a GPU, set options.arch, e.g. \"sm_90\")",
-                           ctx->driver_error);
+            return err_set(s, "%s (to generate and compile without a GPU, set options.arch, e.g. \"sm_90\")", why);
         }
     }
     if (opt.arch) snprintf(ctx->arch, sizeof ctx->arch, "%s", opt.arch);

@@ -1,0 +1,361 @@
+/* The public API without a GPU: argument errors and their messages, the
+ * memory and disk caches as seen through attnbwd_get_kernel, threads asking
+ * for one shape at once, prewarm, and compile and Lua errors. */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_util.h"
+
+#define EXPECT_STATUS(call, status, needle)                                               \
+    do {                                                                                  \
+        attnbwd_status s_ = (call);                                                       \
+        if (s_ != (status) || !strstr(attnbwd_last_error(), (needle)))                    \
+            fail_msg("%s: got %s \"%s\", expected %s with \"%s\"", #call,                 \
+                     attnbwd_status_name(s_), attnbwd_last_error(), #status, (needle));   \
+    } while (0)
+
+static void open_errors(void **state) {
+    (void)state;
+    attnbwd_options o;
+    attnbwd_options_init(&o);
+    EXPECT_STATUS(attnbwd_open(&o, NULL), ATTNBWD_ERR_INVALID_ARGUMENT, "out is NULL");
+    attnbwd_ctx *ctx = (attnbwd_ctx *)0x1;
+    o.arch = "sm9";
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "options.arch = \"sm9\"");
+    assert_null(ctx);
+    o.arch = "sm_90";
+    o.device = -1;
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "options.device = -1");
+    o.device = 0;
+    o.log_level = 7;
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "log_level = 7");
+    attnbwd_close(NULL); /* allowed */
+}
+
+/* With no GPU (CI), opening without an arch says why and how to go on. */
+static void open_without_gpu(void **state) {
+    (void)state;
+    attnbwd_options o;
+    attnbwd_options_init(&o);
+    o.disk_cache = 0;
+    attnbwd_ctx *ctx = NULL;
+    attnbwd_status s = attnbwd_open(&o, &ctx);
+    if (s == ATTNBWD_OK) {
+        attnbwd_close(ctx);
+        skip(); /* a GPU is here */
+    }
+    assert_true(s == ATTNBWD_ERR_NO_DRIVER || s == ATTNBWD_ERR_NO_DEVICE);
+    assert_non_null(strstr(attnbwd_last_error(), "options.arch"));
+}
+
+static void shape_errors(void **state) {
+    (void)state;
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    attnbwd_kernel *k = NULL;
+    attnbwd_shape s = test_shape(2, 16, 541, 1);
+    EXPECT_STATUS(attnbwd_get_kernel(NULL, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, NULL, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "shape is NULL");
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, NULL), ATTNBWD_ERR_INVALID_ARGUMENT, "out is NULL");
+    s.problem = (attnbwd_problem)9;
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "shape.problem = 9");
+    s = test_shape(0, 16, 541, 1);
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "shape.batch = 0");
+    s = test_shape(2, -3, 541, 1);
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "shape.heads = -3");
+    s = test_shape(2, 16, 0, 1);
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "shape.seq_len = 0");
+    s = test_shape(1, 1, (1 << 20) + 1, 0);
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_UNSUPPORTED, "longer than the limit");
+    s = test_shape(2, 16, 541, 2);
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "shape.dropout = 2");
+    s = test_shape(INT64_C(1) << 40, INT64_C(1) << 20, 1 << 20, 0);
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "overflows 64 bits");
+    s = test_shape(1 << 16, 1 << 10, 64, 0);
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_UNSUPPORTED, "rows, over the limit");
+    s = test_shape(2, 16, 541, 0);
+    s.precision = 1;
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "shape.precision = 1");
+    attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 8, 128, 1, 0};
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &e, &k), ATTNBWD_ERR_INVALID_ARGUMENT, "16 heads");
+    assert_int_equal(lc.compiled, 0); /* nothing reached the compiler */
+    attnbwd_close(ctx);
+}
+
+static void launch_errors(void **state) {
+    (void)state;
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    attnbwd_kernel *k0 = NULL, *k1 = NULL, *odd = NULL;
+    attnbwd_shape s = test_shape(2, 4, 256, 0);
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &k0), ATTNBWD_OK);
+    s.dropout = 1;
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &k1), ATTNBWD_OK);
+    s = test_shape(1, 2, 17, 1);
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &odd), ATTNBWD_OK);
+    float *f = (float *)(uintptr_t)0x10000; /* never dereferenced: checks come first */
+    uint8_t *m = (uint8_t *)(uintptr_t)0x20000;
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(NULL, f, f, m, m, 0.1f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "kernel is NULL");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f, m, m, -0.1f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "p_dropout = -0.1");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f, m, m, 1.0f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "must be in [0, 1)");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f, m, m, NAN, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "must be in [0, 1)");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k0, f, f, m, m, 0.1f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "shape.dropout = 0");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f, m, m, 0.0f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "shape.dropout = 1");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, NULL, f, m, m, 0.1f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "grad_output is NULL");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f, m, NULL, 0.1f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "dropout_mask is NULL");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f + 1, m, m, 0.1f, f, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "p_attn");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f, m, m, 0.1f, f + 2, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "16-byte aligned");
+    /* T = 17 has scalar loads: 4-byte alignment is enough. Without a GPU the
+     * launch itself is what fails, and it says so. */
+    attnbwd_status st = attnbwd_softmax_dropout_bwd(odd, f + 1, f + 3, m + 1, m + 5, 0.1f, f + 1, NULL);
+    attnbwd_ctx_info info;
+    assert_int_equal(attnbwd_ctx_get_info(ctx, &info), ATTNBWD_OK);
+    if (!info.device_name[0]) {
+        assert_true(st == ATTNBWD_ERR_NO_DEVICE);
+        assert_non_null(strstr(attnbwd_last_error(), "cannot launch"));
+    }
+    /* p == 0: the dropout mask may be NULL. */
+    st = attnbwd_softmax_dropout_bwd(k0, f, f, m, NULL, 0.0f, f, NULL);
+    if (!info.device_name[0]) assert_int_equal(st, ATTNBWD_ERR_NO_DEVICE);
+    attnbwd_close(ctx);
+}
+
+static void memory_and_disk_hits(void **state) {
+    (void)state;
+    char *dir = test_tmpdir();
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(dir, &lc);
+    attnbwd_shape s = test_shape(2, 16, 541, 1);
+    attnbwd_kernel *a = NULL, *b = NULL;
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &a), ATTNBWD_OK);
+    assert_int_equal(lc.compiled, 1);
+    attnbwd_kernel_info ia;
+    assert_int_equal(attnbwd_kernel_get_info(a, &ia), ATTNBWD_OK);
+    assert_int_equal(ia.origin, ATTNBWD_FROM_COMPILE);
+    assert_int_equal(strlen(ia.cache_key), 32);
+    assert_true(ia.cubin_bytes > 1000);
+    /* A memory hit reads no disk: it holds even with the folder gone. */
+    test_rmtree(dir);
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &b), ATTNBWD_OK);
+    assert_ptr_equal(a, b);
+    assert_int_equal(lc.compiled, 1);
+    attnbwd_close(ctx);
+
+    /* A new context over the same folder finds the entry on disk. */
+    assert_int_equal(mkdir(dir, 0700), 0);
+    lc = (log_counts){0};
+    ctx = test_open(dir, &lc);
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &a), ATTNBWD_OK);
+    attnbwd_close(ctx);
+    lc = (log_counts){0};
+    ctx = test_open(dir, &lc);
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &a), ATTNBWD_OK);
+    attnbwd_kernel_info ib;
+    assert_int_equal(attnbwd_kernel_get_info(a, &ib), ATTNBWD_OK);
+    assert_int_equal(ib.origin, ATTNBWD_FROM_DISK);
+    assert_int_equal(lc.compiled, 0);
+    assert_int_equal(lc.disk_hit, 1);
+    attnbwd_ctx_info ci;
+    assert_int_equal(attnbwd_ctx_get_info(ctx, &ci), ATTNBWD_OK);
+    assert_string_equal(ci.cache_dir, dir);
+    assert_int_equal(ci.cache_entries, 1);
+    assert_true(ci.cache_bytes > ib.cubin_bytes);
+    /* Another shape is another entry. */
+    s.seq_len = 542;
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &b), ATTNBWD_OK);
+    assert_ptr_not_equal(a, b);
+    assert_int_equal(lc.compiled, 1);
+    attnbwd_close(ctx);
+    test_rmtree(dir);
+    free(dir);
+}
+
+static void cache_turned_off_by_env(void **state) {
+    (void)state;
+    char *dir = test_tmpdir();
+    setenv("ATTNBWD_CACHE", "0", 1);
+    for (int round = 0; round < 2; ++round) {
+        log_counts lc = {0};
+        attnbwd_ctx *ctx = test_open(dir, &lc);
+        attnbwd_shape s = test_shape(1, 2, 64, 0);
+        attnbwd_kernel *k = NULL;
+        assert_int_equal(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_OK);
+        assert_int_equal(lc.compiled, 1); /* compiled both times: nothing on disk */
+        attnbwd_ctx_info ci;
+        attnbwd_ctx_get_info(ctx, &ci);
+        assert_int_equal(ci.disk_cache, 0);
+        attnbwd_close(ctx);
+    }
+    unsetenv("ATTNBWD_CACHE");
+    test_rmtree(dir);
+    free(dir);
+}
+
+typedef struct race {
+    attnbwd_ctx *ctx;
+    attnbwd_kernel *k;
+    attnbwd_status s;
+} race;
+
+static void *get_same_shape(void *arg) {
+    race *r = arg;
+    attnbwd_shape s = test_shape(3, 5, 300, 1);
+    r->s = attnbwd_get_kernel(r->ctx, &s, &r->k);
+    return NULL;
+}
+
+static void threads_share_one_build(void **state) {
+    (void)state;
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    pthread_t t[8];
+    race r[8];
+    for (int i = 0; i < 8; ++i) {
+        r[i] = (race){.ctx = ctx};
+        assert_int_equal(pthread_create(&t[i], NULL, get_same_shape, &r[i]), 0);
+    }
+    for (int i = 0; i < 8; ++i) pthread_join(t[i], NULL);
+    for (int i = 0; i < 8; ++i) {
+        assert_int_equal(r[i].s, ATTNBWD_OK);
+        assert_ptr_equal(r[i].k, r[0].k);
+    }
+    assert_int_equal(lc.compiled, 1);
+    attnbwd_close(ctx);
+}
+
+static int progress_calls;
+static void count_progress(const attnbwd_prewarm_event *ev, void *user) {
+    (void)user;
+    progress_calls++;
+    assert_true(ev->done <= ev->total && ev->index < ev->total);
+    assert_int_equal(ev->status, ATTNBWD_OK);
+}
+
+static void prewarm_counts(void **state) {
+    (void)state;
+    char *dir = test_tmpdir();
+    log_counts lc = {0};
+    attnbwd_shape shapes[] = {test_shape(1, 2, 128, 0), test_shape(1, 2, 129, 1), test_shape(2, 1, 7, 1),
+                              test_shape(1, 2, 128, 0)};
+    attnbwd_ctx *ctx = test_open(dir, &lc);
+    attnbwd_prewarm_summary sum;
+    progress_calls = 0;
+    assert_int_equal(attnbwd_prewarm(ctx, shapes, 4, 2, count_progress, NULL, &sum), ATTNBWD_OK);
+    assert_int_equal(progress_calls, 4);
+    assert_int_equal(sum.compiled, 3);
+    assert_int_equal(sum.from_memory, 1); /* the repeated shape */
+    assert_int_equal(sum.failed, 0);
+    attnbwd_close(ctx);
+    ctx = test_open(dir, &lc);
+    assert_int_equal(attnbwd_prewarm(ctx, shapes, 4, 0, NULL, NULL, &sum), ATTNBWD_OK);
+    assert_int_equal(sum.from_disk, 3);
+    assert_int_equal(sum.compiled, 0);
+    /* One bad shape fails alone, and the status says which. */
+    attnbwd_shape bad[] = {test_shape(1, 2, 128, 0), test_shape(1, 0, 128, 0)};
+    EXPECT_STATUS(attnbwd_prewarm(ctx, bad, 2, 2, NULL, NULL, &sum), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "shape.heads = 0");
+    assert_int_equal(sum.failed, 1);
+    attnbwd_close(ctx);
+    test_rmtree(dir);
+    free(dir);
+}
+
+static void generate_source(void **state) {
+    (void)state;
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    attnbwd_shape s = test_shape(2, 16, 541, 1);
+    char *src = NULL, *tiles = NULL;
+    assert_int_equal(attnbwd_generate(ctx, &s, &src, &tiles), ATTNBWD_OK);
+    assert_non_null(strstr(src, "extern \"C\" __global__"));
+    assert_non_null(strstr(src, "kT = 541"));
+    assert_non_null(strstr(tiles, "vec=1")); /* 541 is odd */
+    assert_null(strstr(src, "{{"));
+    attnbwd_free(src);
+    attnbwd_free(tiles);
+    assert_int_equal(lc.compiled, 0);
+    attnbwd_close(ctx);
+}
+
+/* Copies lua/ and templates/ to a folder for ATTNBWD_LUA_DIR, then appends
+ * `text` to `file` there. */
+static char *broken_scripts(const char *file, const char *text) {
+    const char *src = getenv("ATTNBWD_SOURCE_DIR");
+    if (!src) fail_msg("ATTNBWD_SOURCE_DIR is not set (run through ctest)");
+    char *dir = test_tmpdir();
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cp -r '%s/lua' '%s/templates' '%s/' && printf '%%s' '%s' >> '%s/%s'", src, src, dir,
+             text, dir, file);
+    assert_int_equal(system(cmd), 0);
+    return dir;
+}
+
+static void compile_error_reports_log_and_source(void **state) {
+    (void)state;
+    char *dir = broken_scripts("templates/softmax_dropout_bwd.cu", "\nint broken = undeclared_name;\n");
+    setenv("ATTNBWD_LUA_DIR", dir, 1);
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    attnbwd_shape s = test_shape(1, 1, 64, 0);
+    attnbwd_kernel *k = NULL;
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_COMPILE, "undeclared_name");
+    assert_non_null(strstr(attnbwd_last_error(), "source around the first error"));
+    assert_non_null(strstr(attnbwd_last_error(), "> "));
+    assert_non_null(strstr(attnbwd_last_error(), "--gpu-architecture=sm_90"));
+    /* The failure is not cached: asking again fails again, the same way. */
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_COMPILE, "undeclared_name");
+    attnbwd_close(ctx);
+    unsetenv("ATTNBWD_LUA_DIR");
+    test_rmtree(dir);
+    free(dir);
+}
+
+static void lua_error_has_traceback(void **state) {
+    (void)state;
+    char *dir = broken_scripts("lua/softmax_dropout.lua", "\nlocal x = = 1\n");
+    setenv("ATTNBWD_LUA_DIR", dir, 1);
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    attnbwd_shape s = test_shape(1, 1, 64, 0);
+    attnbwd_kernel *k = NULL;
+    EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_LUA, "lua/softmax_dropout.lua:");
+    attnbwd_close(ctx);
+    unsetenv("ATTNBWD_LUA_DIR");
+    test_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(open_errors),
+        cmocka_unit_test(open_without_gpu),
+        cmocka_unit_test(shape_errors),
+        cmocka_unit_test(launch_errors),
+        cmocka_unit_test(memory_and_disk_hits),
+        cmocka_unit_test(cache_turned_off_by_env),
+        cmocka_unit_test(threads_share_one_build),
+        cmocka_unit_test(prewarm_counts),
+        cmocka_unit_test(generate_source),
+        cmocka_unit_test(compile_error_reports_log_and_source),
+        cmocka_unit_test(lua_error_has_traceback),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

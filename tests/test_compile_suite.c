@@ -1,0 +1,57 @@
+/* Every kernel of the public suite, and of the awkward shapes the GPU tests
+ * check, generates and compiles with NVRTC for sm_90; a second context finds
+ * them all in the disk cache. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "suite.h"
+#include "test_util.h"
+
+static void public_suite_compiles_then_hits(void **state) {
+    (void)state;
+    suite_case *cases = NULL;
+    size_t n = 0;
+    if (suite_load("sol066_workload", &cases, &n) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+    assert_int_equal(n, 16);
+    attnbwd_shape shapes[32];
+    for (size_t i = 0; i < n; ++i) shapes[i] = cases[i].shape;
+    const int64_t awkward[][4] = {{1, 1, 1, 1}, {2, 3, 3, 0}, {1, 4, 17, 1}, {3, 2, 127, 1},
+                                  {1, 2, 1000, 0}, {1, 1, 4097, 1}, {1, 1, 8192, 1}, {1, 2, 32800, 1}};
+    size_t total = n;
+    for (size_t i = 0; i < sizeof awkward / sizeof awkward[0]; ++i)
+        shapes[total++] = test_shape(awkward[i][0], awkward[i][1], awkward[i][2], (int)awkward[i][3]);
+
+    char *dir = test_tmpdir();
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(dir, &lc);
+    attnbwd_prewarm_summary sum;
+    if (attnbwd_prewarm(ctx, shapes, total, 0, NULL, NULL, &sum) != ATTNBWD_OK)
+        fail_msg("prewarm: %s", attnbwd_last_error());
+    assert_int_equal(sum.compiled, total);
+    for (size_t i = 0; i < total; ++i) {
+        attnbwd_kernel *k = NULL;
+        assert_int_equal(attnbwd_get_kernel(ctx, &shapes[i], &k), ATTNBWD_OK);
+        attnbwd_kernel_info info;
+        attnbwd_kernel_get_info(k, &info);
+        assert_string_equal(info.arch, "sm_90");
+        assert_true(info.cubin_bytes > 1000);
+    }
+    attnbwd_close(ctx);
+    ctx = test_open(dir, &lc);
+    assert_int_equal(attnbwd_prewarm(ctx, shapes, total, 0, NULL, NULL, &sum), ATTNBWD_OK);
+    assert_int_equal(sum.from_disk, total);
+    assert_int_equal(sum.compiled, 0);
+    attnbwd_close(ctx);
+    test_rmtree(dir);
+    free(dir);
+    free(cases);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(public_suite_compiles_then_hits)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

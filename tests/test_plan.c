@@ -1,0 +1,135 @@
+/* The Lua tile choices: for many shapes (T from 1 to 8192, several B and H)
+ * the plan must describe a kernel that covers every row exactly, with a
+ * vector width that divides T and register use within bounds; overrides are
+ * applied or refused with a reason; every exploration candidate is valid. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "gen.h"
+#include "test_util.h"
+
+static long tile(const char *tiles, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "%s=", key);
+    for (const char *p = strstr(tiles, pat); p; p = strstr(p + 1, pat))
+        if (p == tiles || p[-1] == ' ') return strtol(p + strlen(pat), NULL, 10);
+    fail_msg("tiles \"%s\" have no %s", tiles, key);
+    return -1;
+}
+
+static void check_plan(const attnbwd_shape *s, const kernel_plan *p) {
+    const long vec = tile(p->tiles, "vec"), tpr = tile(p->tiles, "threads_per_row");
+    const long block = tile(p->tiles, "block"), inreg = tile(p->tiles, "in_registers");
+    const int64_t T = s->seq_len, rows = s->batch * s->heads * T;
+    if (T % vec) fail_msg("T=%lld: vec=%ld does not divide it", (long long)T, vec);
+    if ((T % 4 == 0 && vec != 4) || (T % 4 && T % 2 == 0 && vec != 2))
+        fail_msg("T=%lld: vec=%ld is narrower than T allows", (long long)T, vec);
+    assert_true(tpr >= 1 && tpr <= 1024 && (tpr & (tpr - 1)) == 0);
+    assert_true(block >= tpr && block % tpr == 0 && block <= 1024);
+    assert_int_equal(p->block[0], (unsigned)block);
+    assert_int_equal(p->block[1] * p->block[2], 1);
+    const int64_t rows_per_block = block / tpr;
+    /* Every row is covered, and no block is wholly idle. */
+    assert_true((int64_t)p->grid[0] * rows_per_block >= rows);
+    assert_true((int64_t)(p->grid[0] - 1) * rows_per_block < rows);
+    const int64_t per_thread = (T / vec + tpr - 1) / tpr * vec;
+    if (inreg) assert_true(per_thread <= 128);
+    /* The heuristic keeps at most 32 floats of a row in a thread's registers. */
+    assert_non_null(strstr(p->source, p->name));
+    assert_null(strstr(p->source, "{{"));
+}
+
+static gen_state *open_gen(void) {
+    gen_state *g = NULL;
+    if (gen_open(&g) != ATTNBWD_OK) fail_msg("gen_open: %s", attnbwd_last_error());
+    return g;
+}
+
+static void heuristic_is_valid_for_many_shapes(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t BH[][2] = {{1, 1}, {1, 32}, {2, 16}, {8, 3}, {64, 8}};
+    int planned = 0;
+    for (int64_t T = 1; T <= 8192; T += (T < 300 ? 1 : T < 2100 ? 37 : 509)) {
+        for (size_t i = 0; i < sizeof BH / sizeof BH[0]; ++i) {
+            for (int d = 0; d < 2; ++d) {
+                attnbwd_shape s = test_shape(BH[i][0], BH[i][1], T, d);
+                kernel_plan p;
+                if (gen_plan(g, &s, "sm_90", NULL, &p) != ATTNBWD_OK)
+                    fail_msg("T=%lld: %s", (long long)T, attnbwd_last_error());
+                check_plan(&s, &p);
+                if (p.source && strstr(p.tiles, "in_registers=1")) {
+                    const long vec = tile(p.tiles, "vec"), tpr = tile(p.tiles, "threads_per_row");
+                    assert_true((T / vec + tpr - 1) / tpr * vec <= 32);
+                }
+                kernel_plan_free(&p);
+                planned++;
+            }
+        }
+    }
+    assert_true(planned > 3000);
+    /* Long rows switch to two passes. */
+    attnbwd_shape s = test_shape(1, 2, 32800, 1);
+    kernel_plan p;
+    assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+    check_plan(&s, &p);
+    assert_int_equal(tile(p.tiles, "in_registers"), 0);
+    kernel_plan_free(&p);
+    gen_close(g);
+}
+
+static void overrides(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    attnbwd_shape s = test_shape(4, 8, 512, 1);
+    kernel_plan p;
+    assert_int_equal(gen_plan(g, &s, "sm_90", "threads_per_row=64 block=512", &p), ATTNBWD_OK);
+    assert_int_equal(tile(p.tiles, "threads_per_row"), 64);
+    assert_int_equal(p.block[0], 512);
+    check_plan(&s, &p);
+    kernel_plan_free(&p);
+    assert_int_equal(gen_plan(g, &s, "sm_90", "vec=3", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "vec must be 1, 2 or 4"));
+    assert_int_equal(gen_plan(g, &s, "sm_90", "colour=7", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "unknown tile 'colour'"));
+    s.seq_len = 511;
+    assert_int_equal(gen_plan(g, &s, "sm_90", "vec=4", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "does not divide T=511"));
+    gen_close(g);
+}
+
+static void candidates_are_valid(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t Ts[] = {1, 3, 128, 131, 541, 2048, 4096, 32800};
+    for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; ++i) {
+        attnbwd_shape s = test_shape(2, 8, Ts[i], 1);
+        char **c = NULL;
+        size_t n = 0;
+        assert_int_equal(gen_candidates(g, &s, &c, &n), ATTNBWD_OK);
+        assert_true(n >= 1);
+        for (size_t j = 0; j < n; ++j) {
+            kernel_plan p;
+            if (gen_plan(g, &s, "sm_90", c[j], &p) != ATTNBWD_OK)
+                fail_msg("T=%lld candidate %s: %s", (long long)Ts[i], c[j], attnbwd_last_error());
+            check_plan(&s, &p);
+            kernel_plan_free(&p);
+            free(c[j]);
+        }
+        free(c);
+    }
+    gen_close(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(heuristic_is_valid_for_many_shapes),
+        cmocka_unit_test(overrides),
+        cmocka_unit_test(candidates_are_valid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
