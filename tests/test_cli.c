@@ -1,0 +1,454 @@
+/* Tests of the `attnbwd` command-line tool: runs the built binary
+ * ($ATTNBWD_BINARY) with fork/exec, capturing stdout, stderr, the exit code
+ * and the wall time; and unit-tests the shape parser of cli/cli.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attnbwd.h"
+#include "cli.h"
+
+typedef struct run_result {
+    int rc;        /* exit code, or 128 + signal */
+    char *out;     /* stdout, NUL-terminated */
+    char *err;     /* stderr, NUL-terminated */
+    double seconds;
+} run_result;
+
+static const char *cli_binary(void)
+{
+    const char *b = getenv("ATTNBWD_BINARY");
+    if (!b || !b[0])
+        fail_msg("ATTNBWD_BINARY is not set: run this test through ctest, or set it to the built "
+                 "attnbwd executable");
+    return b;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static char *read_all(int fd)
+{
+    off_t len = lseek(fd, 0, SEEK_END);
+    assert_true(len >= 0);
+    char *buf = malloc((size_t)len + 1);
+    assert_non_null(buf);
+    assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+    size_t got = 0;
+    while (got < (size_t)len) {
+        ssize_t r = read(fd, buf + got, (size_t)len - got);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    return buf;
+}
+
+static int temp_file(void)
+{
+    char path[] = "/tmp/attnbwd_cli_out_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    unlink(path);
+    return fd;
+}
+
+/* Runs the CLI with args (NULL-terminated, without argv[0]). */
+static run_result run_cli(const char *const *args)
+{
+    const char *bin = cli_binary();
+    const char *argv[64];
+    size_t n = 0;
+    argv[n++] = bin;
+    for (; args[n - 1] && n < 63; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    int out = temp_file(), err = temp_file();
+    double t0 = now_seconds();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull < 0 || dup2(devnull, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+            _exit(126);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    run_result r;
+    r.seconds = now_seconds() - t0;
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    r.out = read_all(out);
+    r.err = read_all(err);
+    close(out);
+    close(err);
+    return r;
+}
+
+static void free_result(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Prints what the CLI said, for a failing assertion's context. */
+static void dump(const char *what, const run_result *r)
+{
+    print_message("%s: exit %d in %.2f s\n--- stdout ---\n%s\n--- stderr ---\n%s\n", what, r->rc,
+                  r->seconds, r->out, r->err);
+}
+
+static void assert_contains(const char *text, const char *needle)
+{
+    if (!strstr(text, needle))
+        fail_msg("expected to find \"%s\" in:\n%s", needle, text);
+}
+
+static int remove_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return 0;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                continue;
+            char child[4096];
+            snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+            remove_tree(child);
+        }
+        if (d)
+            closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+static char *make_temp_dir(void)
+{
+    char tmpl[] = "/tmp/attnbwd_cli_cache_XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    return strdup(dir);
+}
+
+/* ---- help, version and usage errors ---- */
+
+static void test_help_lists_commands(void **state)
+{
+    (void)state;
+    const char *forms[2][2] = {{"--help", NULL}, {"help", NULL}};
+    for (int f = 0; f < 2; f++) {
+        run_result r = run_cli(forms[f]);
+        if (r.rc != 0)
+            dump(forms[f][0], &r);
+        assert_int_equal(r.rc, 0);
+        const char *cmds[] = {"info", "gen", "prewarm", "check", "--arch", "--cache-dir", "--no-cache"};
+        for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+            assert_contains(r.out, cmds[i]);
+        free_result(&r);
+    }
+}
+
+static void test_subcommand_help(void **state)
+{
+    (void)state;
+    const char *subs[] = {"info", "gen", "prewarm", "check"};
+    for (size_t i = 0; i < 4; i++) {
+        char usage[64];
+        snprintf(usage, sizeof usage, "usage: attnbwd %s", subs[i]);
+        const char *a1[] = {subs[i], "--help", NULL};
+        const char *a2[] = {"help", subs[i], NULL};
+        run_result r1 = run_cli(a1), r2 = run_cli(a2);
+        assert_int_equal(r1.rc, 0);
+        assert_int_equal(r2.rc, 0);
+        assert_contains(r1.out, usage);
+        assert_contains(r1.out, "example");
+        assert_string_equal(r1.out, r2.out);
+        free_result(&r1);
+        free_result(&r2);
+    }
+}
+
+static void test_version(void **state)
+{
+    (void)state;
+    const char *args[] = {"--version", NULL};
+    run_result r = run_cli(args);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, ATTNBWD_VERSION_STRING);
+    free_result(&r);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    const char *unknown_cmd[] = {"frobnicate", NULL};
+    const char *unknown_opt[] = {"gen", "--frobnicate", "2,16,541", NULL};
+    const char *unknown_top[] = {"--frobnicate", "info", NULL};
+    const char *bad_arch[] = {"gen", "2,16,541", "--arch", "90", NULL};
+    const char *bad_threads[] = {"prewarm", "--threads", "-3", "sol066_workload", NULL};
+    const char *no_value[] = {"gen", "2,16,541", "--cache-dir", NULL};
+    const char *no_args[] = {NULL};
+    const struct {
+        const char *const *args;
+        const char *named;
+    } cases[] = {{unknown_cmd, "frobnicate"}, {unknown_opt, "--frobnicate"}, {unknown_top, "--frobnicate"},
+                 {bad_arch, "--arch"},        {bad_threads, "--threads"},    {no_value, "--cache-dir"},
+                 {no_args, "usage"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        run_result r = run_cli(cases[i].args);
+        if (r.rc != 2)
+            dump(cases[i].named, &r);
+        assert_int_equal(r.rc, 2);
+        assert_contains(r.err, cases[i].named);
+        free_result(&r);
+    }
+}
+
+/* ---- gen ---- */
+
+static void test_gen_source(void **state)
+{
+    (void)state;
+    const char *args[] = {"gen", "2,16,541,0.1", "--arch", "sm_90", "--no-cache", NULL};
+    run_result r = run_cli(args);
+    if (r.rc != 0)
+        dump("gen", &r);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "extern \"C\" __global__");
+    assert_contains(r.out, "// tiles: ");
+    free_result(&r);
+
+    const char *opts[] = {"gen", "--batch", "2", "--heads=16", "--seq-len", "541", "--p-dropout", "0.1",
+                          "--arch=sm_90", "--no-cache", "--tiles-only", NULL};
+    r = run_cli(opts);
+    if (r.rc != 0)
+        dump("gen --tiles-only", &r);
+    assert_int_equal(r.rc, 0);
+    assert_null(strstr(r.out, "__global__"));
+    assert_true(strlen(r.out) > 1);
+    free_result(&r);
+}
+
+static void test_gen_bad_shapes(void **state)
+{
+    (void)state;
+    const struct {
+        const char *shape, *field;
+    } cases[] = {{"2,x,5", "heads"},    {"-1,16,5", "batch"},    {"2,16,99999999999999999999", "seq_len"},
+                 {"2,16,5,1.5", "p_dropout"}, {"2,16", "B,H,T"}, {"2,16,5,0.1,7", "B,H,T"},
+                 {"2,16,5x", "seq_len"}, {"2,16,5,nan", "p_dropout"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = {"gen", cases[i].shape, "--arch", "sm_90", "--no-cache", NULL};
+        run_result r = run_cli(args);
+        if (r.rc != 2)
+            dump(cases[i].shape, &r);
+        assert_int_equal(r.rc, 2);
+        assert_contains(r.err, cases[i].field);
+        free_result(&r);
+    }
+}
+
+/* ---- prewarm ---- */
+
+/* The seconds of the summary line: "..., 0 failed, 6.21 s (cache: DIR)". */
+static double summary_seconds(const char *out)
+{
+    const char *p = strstr(out, " failed");
+    const char *end = p ? strstr(p, " s (cache: ") : NULL;
+    if (!end)
+        fail_msg("no \"N s (cache: DIR)\" on the summary line of:\n%s", out);
+    while (end > p && ((end[-1] >= '0' && end[-1] <= '9') || end[-1] == '.'))
+        end--;
+    return strtod(end, NULL);
+}
+
+/* The integer printed just before `phrase` on the summary line of out. */
+static long count_before(const char *out, const char *phrase)
+{
+    const char *line = strstr(out, " kernels for ");
+    if (!line)
+        fail_msg("no summary line (\"N kernels for ...\") in:\n%s", out);
+    const char *p = strstr(line, phrase);
+    if (!p)
+        fail_msg("no \"%s\" on the summary line:\n%s", phrase, line);
+    while (p > line && p[-1] == ' ')
+        p--;
+    while (p > line && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return strtol(p, NULL, 10);
+}
+
+static void test_prewarm_disk_cache(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    const char *args[] = {"prewarm", "--arch", "sm_90", "--cache-dir", dir, "sol066_workload", NULL};
+    run_result first = run_cli(args);
+    dump("prewarm (cold cache)", &first);
+    assert_int_equal(first.rc, 0);
+    assert_int_equal(count_before(first.out, " compiled"), 16);
+    assert_int_equal(count_before(first.out, " from the disk cache"), 0);
+    assert_int_equal(count_before(first.out, " failed"), 0);
+    assert_contains(first.out, dir);
+
+    run_result second = run_cli(args);
+    dump("prewarm (warm cache)", &second);
+    assert_int_equal(second.rc, 0);
+    assert_int_equal(count_before(second.out, " compiled"), 0);
+    assert_int_equal(count_before(second.out, " from the disk cache"), 16);
+    assert_int_equal(count_before(second.out, " failed"), 0);
+    /* faster: by the library's own count (no process start-up), and by the clock */
+    double cold = summary_seconds(first.out), warm = summary_seconds(second.out);
+    if (!(warm < cold && second.seconds < first.seconds))
+        fail_msg("the warm run was not faster: %.2f s vs %.2f s (wall %.2f s vs %.2f s)", warm, cold,
+                 second.seconds, first.seconds);
+
+    const char *info_args[] = {"info", "--arch", "sm_90", "--cache-dir", dir, NULL};
+    run_result info = run_cli(info_args);
+    assert_int_equal(info.rc, 0);
+    assert_contains(info.out, "cache entries");
+    free_result(&info);
+    free_result(&first);
+    free_result(&second);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* ---- check and info ---- */
+
+static int gpu_present(void)
+{
+    attnbwd_options o;
+    attnbwd_options_init(&o);
+    o.disk_cache = 0;
+    o.log_level = ATTNBWD_LOG_QUIET;
+    attnbwd_ctx *ctx = NULL;
+    attnbwd_status s = attnbwd_open(&o, &ctx);
+    attnbwd_close(ctx);
+    return s == ATTNBWD_OK;
+}
+
+static void test_check_without_gpu(void **state)
+{
+    (void)state;
+    if (gpu_present()) {
+        print_message("a GPU is present: the no-GPU behaviour of check is not tested here\n");
+        skip();
+    }
+    const char *args[] = {"check", "--no-cache", "sol066_workload", NULL};
+    run_result r = run_cli(args);
+    if (r.rc != 1)
+        dump("check without a GPU", &r);
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.err, "no GPU");
+    free_result(&r);
+}
+
+static void test_info(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    const char *args[] = {"info", "--arch", "sm_90", "--cache-dir", dir, NULL};
+    run_result r = run_cli(args);
+    if (r.rc != 0)
+        dump("info", &r);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, dir);
+    assert_contains(r.out, "sm_90");
+    assert_contains(r.out, ATTNBWD_VERSION_STRING);
+    assert_contains(r.out, "nvrtc");
+    free_result(&r);
+
+    const char *plain[] = {"info", "--cache-dir", dir, NULL}; /* no --arch: works with or without a GPU */
+    r = run_cli(plain);
+    if (r.rc != 0)
+        dump("info without --arch", &r);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "target arch");
+    free_result(&r);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* ---- the shape parser of cli.h ---- */
+
+static void test_parse_shape(void **state)
+{
+    (void)state;
+    char err[256];
+    cli_shape s;
+    assert_int_equal(cli_parse_shape("2,16,541,0.1", 1, &s, err, sizeof err), 0);
+    assert_true(s.batch == 2 && s.heads == 16 && s.seq_len == 541 && s.has_p);
+    assert_true(s.p_dropout > 0.0999 && s.p_dropout < 0.1001);
+    assert_int_equal(cli_parse_shape("1,32,512", 1, &s, err, sizeof err), 0);
+    assert_true(s.batch == 1 && s.heads == 32 && s.seq_len == 512 && !s.has_p && s.p_dropout == 0.0);
+    assert_int_equal(cli_parse_shape("4,0,128", 0, &s, err, sizeof err), 0);
+
+    const struct {
+        const char *text, *field;
+    } bad[] = {{"2,x,5", "heads"},   {"", "expected"},         {"0,1,1", "batch"},   {"1,0,1", "heads"},
+               {"1,1,-4", "seq_len"}, {" 1,1,1", "batch"},  {"1,1,1 ", "seq_len"}, {"1,1,1,1", "p_dropout"},
+               {"1,1,1,-0.1", "p_dropout"}, {"1,1,1,inf", "p_dropout"}, {"9223372036854775808,1,1", "batch"},
+               {"1,1,3000000000", "seq_len"}, {"1,,1", "heads"}, {"1,1", "expected"}, {"1,1,1,0,1", "expected"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        if (cli_parse_shape(bad[i].text, 1, &s, err, sizeof err) == 0)
+            fail_msg("'%s' was accepted", bad[i].text);
+        assert_contains(err, bad[i].field);
+    }
+}
+
+static void test_human_bytes(void **state)
+{
+    (void)state;
+    char buf[32];
+    cli_human_bytes(512, buf, sizeof buf);
+    assert_string_equal(buf, "512 B");
+    cli_human_bytes(1536, buf, sizeof buf);
+    assert_string_equal(buf, "1.5 KiB");
+    cli_human_bytes(UINT64_C(3) << 30, buf, sizeof buf);
+    assert_string_equal(buf, "3.0 GiB");
+}
+
+int main(void)
+{
+    unsetenv("ATTNBWD_CACHE"); /* the disk cache tests need it on */
+    unsetenv("ATTNBWD_CACHE_DIR");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_shape),
+        cmocka_unit_test(test_human_bytes),
+        cmocka_unit_test(test_help_lists_commands),
+        cmocka_unit_test(test_subcommand_help),
+        cmocka_unit_test(test_version),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_gen_source),
+        cmocka_unit_test(test_gen_bad_shapes),
+        cmocka_unit_test(test_info),
+        cmocka_unit_test(test_check_without_gpu),
+        cmocka_unit_test(test_prewarm_disk_cache),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
