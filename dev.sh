@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# attnbwd's one entry point for newcomers and CI.
+#   ./dev.sh          install what is missing, build, prewarm the kernel cache for
+#                     the public suites and report; on a GPU also check and time them
+#   ./dev.sh test     install, build, run the tests (CPU; GPU tests skip without
+#                     a GPU), then the same under ASan+UBSan
+#   ./dev.sh gpu-test run the GPU tests (on a machine with a GPU, after ./dev.sh)
+set -euo pipefail
+cd "$(dirname "$0")"
+JOBS=$(nproc 2>/dev/null || echo 2)
+PACKAGES="cmake gcc make liblua5.4-dev libxxhash-dev libcjson-dev libcmocka-dev"
+
+install_packages() {
+  local missing=""
+  for p in $PACKAGES; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+  done
+  if [ -n "$missing" ]; then
+    echo "== installing:$missing"
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+  fi
+  if [ ! -x /usr/local/cuda/bin/nvcc ] && ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
+    echo "CUDA Toolkit 13 not found at /usr/local/cuda: install it first (NVRTC and cuda.h are needed)" >&2
+    exit 1
+  fi
+}
+
+build() { # build DIR [cmake args...]
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+have_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+
+case "${1:-main}" in
+  main)
+    install_packages
+    build build
+    if have_gpu; then
+      build/attnbwd prewarm sol066_workload
+      build/attnbwd check --time sol066_workload
+    else
+      echo "== no GPU here: prewarming for sm_90 (the H100/H200)"
+      build/attnbwd prewarm --arch sm_90 sol066_workload
+    fi
+    build/attnbwd info --arch sm_90 | sed -n '/cache/p'
+    ;;
+  test)
+    install_packages
+    build build
+    (cd build && ctest --output-on-failure -j "$JOBS")
+    echo "== the same tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+    build build-asan -DATTNBWD_SANITIZE=ON
+    (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
+    ;;
+  gpu-test)
+    (cd build && ctest -L gpu --output-on-failure)
+    ;;
+  *)
+    echo "usage: ./dev.sh [main|test|gpu-test]" >&2
+    exit 2
+    ;;
+esac
