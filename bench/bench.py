@@ -1,0 +1,749 @@
+#!/usr/bin/env python3
+"""Benchmark of attnbwd against PyTorch eager, torch.compile and the memory floor.
+
+Run (on the GPU machine, from the repository root):
+
+    python3 bench/bench.py --lib build/libattnbwd.so suites/sol066_workload.jsonl \
+        --json out.json --png out.png
+
+Quick try:  python3 bench/bench.py --only 3 --tools ours,eager
+Options:    --tools ours,eager,compile   --iters 50   --warmup 10   --only N|i,j,k
+            --no-check   --seed 0   --copy-gib 4   --delay-cycles 1000000
+
+What it does, in one process:
+  * loads libattnbwd with ctypes, opens a context, gets one kernel per workload;
+  * for every workload of the suite file(s) draws inputs as the public benchmark does, runs each tool
+    once on a NaN-filled output and checks it against a float64 reference (|out-ref| <= atol + rtol*|ref|
+    on >= 99% of the elements, no NaN/Inf);
+  * times every tool the same way: L2 flushed (a 2x-L2 buffer zeroed) before EVERY iteration, 10 warm-ups,
+    median of 50, device time from a CUDA event pair recorded after the flush, around the tool's work alone
+    (a GPU-side spin after the flush hides the host's launch overhead: see Timer);
+  * measures, in the same run and the same way, the copy bandwidth (a large device-to-device copy, bytes
+    read + written) and the cost of one minimal kernel; floor = floor bytes / copy bandwidth and
+    reachable = max(floor, minimal kernel);
+  * prints a table (and geometric means), writes JSON and a PNG of the fraction of the floor reached.
+
+Problems are small classes (make_inputs, ours, torch reference, check, floor_bytes): problem 2 (edit
+attention backward) is added by writing one more class and listing it in PROBLEMS.
+"""
+
+import argparse
+import ctypes
+import datetime
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# ----------------------------------------------------------------------------------------------
+# ctypes binding of include/attnbwd.h (only what the benchmark needs)
+# ----------------------------------------------------------------------------------------------
+
+ATTNBWD_OK = 0
+ATTNBWD_SOFTMAX_DROPOUT_BWD = 1
+ATTNBWD_EDIT_ATTENTION_BWD = 2
+ORIGINS = {0: "compile", 1: "disk", 2: "memory"}
+
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+class Options(ctypes.Structure):
+    """struct attnbwd_options"""
+    _fields_ = [
+        ("device", ctypes.c_int),
+        ("cache_dir", ctypes.c_char_p),
+        ("disk_cache", ctypes.c_int),
+        ("arch", ctypes.c_char_p),
+        ("log_level", ctypes.c_int),
+        ("log_fn", LOG_FN),
+        ("log_user", ctypes.c_void_p),
+    ]
+
+
+class Shape(ctypes.Structure):
+    """struct attnbwd_shape"""
+    _fields_ = [
+        ("problem", ctypes.c_int),  # enum attnbwd_problem
+        ("batch", ctypes.c_int64),
+        ("heads", ctypes.c_int64),
+        ("seq_len", ctypes.c_int64),
+        ("dropout", ctypes.c_int),
+        ("precision", ctypes.c_int),
+    ]
+
+
+class KernelInfo(ctypes.Structure):
+    """struct attnbwd_kernel_info"""
+    _fields_ = [
+        ("shape", Shape),
+        ("name", ctypes.c_char_p),
+        ("arch", ctypes.c_char_p),
+        ("grid", ctypes.c_uint * 3),
+        ("block", ctypes.c_uint * 3),
+        ("shared_bytes", ctypes.c_uint),
+        ("tiles", ctypes.c_char_p),
+        ("cache_key", ctypes.c_char_p),
+        ("origin", ctypes.c_int),  # enum attnbwd_origin
+        ("build_seconds", ctypes.c_double),
+        ("cubin_bytes", ctypes.c_size_t),
+    ]
+
+
+class AttnbwdError(RuntimeError):
+    pass
+
+
+class Library:
+    """libattnbwd loaded with ctypes, with one open context."""
+
+    def __init__(self, path, device=0):
+        self.path = path
+        lib = ctypes.CDLL(path)
+        c_void_p, c_int = ctypes.c_void_p, ctypes.c_int
+        lib.attnbwd_status_name.argtypes = [c_int]
+        lib.attnbwd_status_name.restype = ctypes.c_char_p
+        lib.attnbwd_last_error.argtypes = []
+        lib.attnbwd_last_error.restype = ctypes.c_char_p
+        lib.attnbwd_options_init.argtypes = [ctypes.POINTER(Options)]
+        lib.attnbwd_options_init.restype = None
+        lib.attnbwd_open.argtypes = [ctypes.POINTER(Options), ctypes.POINTER(c_void_p)]
+        lib.attnbwd_open.restype = c_int
+        lib.attnbwd_close.argtypes = [c_void_p]
+        lib.attnbwd_close.restype = None
+        lib.attnbwd_get_kernel.argtypes = [c_void_p, ctypes.POINTER(Shape), ctypes.POINTER(c_void_p)]
+        lib.attnbwd_get_kernel.restype = c_int
+        lib.attnbwd_kernel_get_info.argtypes = [c_void_p, ctypes.POINTER(KernelInfo)]
+        lib.attnbwd_kernel_get_info.restype = c_int
+        lib.attnbwd_softmax_dropout_bwd.argtypes = [
+            c_void_p,  # kernel
+            c_void_p,  # grad_output
+            c_void_p,  # p_attn
+            c_void_p,  # mask
+            c_void_p,  # dropout_mask
+            ctypes.c_float,  # p_dropout
+            c_void_p,  # grad_scores
+            c_void_p,  # stream
+        ]
+        lib.attnbwd_softmax_dropout_bwd.restype = c_int
+        self.lib = lib
+
+        opt = Options()
+        lib.attnbwd_options_init(ctypes.byref(opt))
+        opt.device = device
+        ctx = c_void_p()
+        self.check(lib.attnbwd_open(ctypes.byref(opt), ctypes.byref(ctx)), "attnbwd_open")
+        self.ctx = ctx
+
+    def check(self, status, what):
+        if status != ATTNBWD_OK:
+            name = self.lib.attnbwd_status_name(status).decode()
+            msg = (self.lib.attnbwd_last_error() or b"").decode(errors="replace")
+            raise AttnbwdError(f"{what}: {name}: {msg}")
+
+    def get_kernel(self, shape):
+        """Returns (kernel handle, info dict, seconds spent in attnbwd_get_kernel)."""
+        k = ctypes.c_void_p()
+        t0 = time.perf_counter()
+        self.check(self.lib.attnbwd_get_kernel(self.ctx, ctypes.byref(shape), ctypes.byref(k)),
+                   "attnbwd_get_kernel")
+        seconds = time.perf_counter() - t0
+        info = KernelInfo()
+        self.check(self.lib.attnbwd_kernel_get_info(k, ctypes.byref(info)), "attnbwd_kernel_get_info")
+
+        def s(b):
+            return b.decode() if b else None
+
+        return k, {
+            "name": s(info.name),
+            "arch": s(info.arch),
+            "grid": list(info.grid),
+            "block": list(info.block),
+            "shared_bytes": info.shared_bytes,
+            "tiles": s(info.tiles),
+            "cache_key": s(info.cache_key),
+            "origin": ORIGINS.get(info.origin, str(info.origin)),
+            "build_seconds": info.build_seconds,
+            "cubin_bytes": info.cubin_bytes,
+            "get_kernel_seconds": seconds,
+        }
+
+    def close(self):
+        if self.ctx:
+            self.lib.attnbwd_close(self.ctx)
+            self.ctx = None
+
+
+def stream_handle():
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream or None)
+
+
+# ----------------------------------------------------------------------------------------------
+# Problems
+# ----------------------------------------------------------------------------------------------
+
+def softmax_dropout_bwd_torch(grad_output, p_attn, mask, dropout_mask, p_dropout):
+    """The spec's formula in PyTorch, fp32, bool masks (eager reference; also what torch.compile gets)."""
+    if p_dropout > 0:
+        gp = grad_output * dropout_mask / (1.0 - p_dropout)
+    else:
+        gp = grad_output
+    s = (p_attn * gp).sum(-1, keepdim=True)
+    return (p_attn * (gp - s)).masked_fill(~mask, 0.0)  # mask [B,1,T,T] broadcasts over heads
+
+
+class SoftmaxDropoutBwd:
+    """Problem 1: masked softmax with attention dropout, backward (spec: softmax_dropout_bwd.md)."""
+
+    name = "softmax_dropout_bwd"
+    torch_fn = staticmethod(softmax_dropout_bwd_torch)
+
+    @staticmethod
+    def accepts(row):
+        return "n_heads" in row["axes"]
+
+    @staticmethod
+    def dims(row):
+        a = row["axes"]
+        return a["batch_size"], a["n_heads"], a["seq_len"], float(row["inputs"]["p_dropout"]["value"])
+
+    def label(self, row):
+        B, H, T, p = self.dims(row)
+        return f"{B},{H},{T},{p:g}"
+
+    def axes(self, row):
+        B, H, T, p = self.dims(row)
+        return {"B": B, "H": H, "T": T, "p": p}
+
+    def floor_bytes(self, row):
+        B, H, T, p = self.dims(row)
+        n = B * H * T * T
+        return n * (4 + 4 + 4 + (1 if p > 0 else 0)) + B * T * T
+
+    def make_inputs(self, row, seed):
+        B, H, T, p = self.dims(row)
+        dev = torch.device("cuda")
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed)
+        grad_output = torch.randn(B, H, T, T, device=dev, generator=g)
+        p_attn = torch.randn(B, H, T, T, device=dev, generator=g).softmax(dim=-1)
+        mask = torch.randint(0, 2, (B, 1, T, T), device=dev, dtype=torch.uint8, generator=g).bool()
+        dropout_mask = torch.randint(0, 2, (B, H, T, T), device=dev, dtype=torch.uint8, generator=g).bool()
+        return {"grad_output": grad_output, "p_attn": p_attn, "mask": mask,
+                "dropout_mask": dropout_mask, "p_dropout": p}
+
+    def make_ours(self, lib, row, inputs):
+        """Returns (zero-arg callable launching our kernel, output tensor, kernel info)."""
+        B, H, T, p = self.dims(row)
+        shape = Shape(problem=ATTNBWD_SOFTMAX_DROPOUT_BWD, batch=B, heads=H, seq_len=T,
+                      dropout=1 if p > 0 else 0, precision=0)
+        kernel, info = lib.get_kernel(shape)
+        out = torch.empty_like(inputs["grad_output"])
+        args = (kernel,
+                inputs["grad_output"].data_ptr(), inputs["p_attn"].data_ptr(),
+                inputs["mask"].data_ptr(), inputs["dropout_mask"].data_ptr(),
+                ctypes.c_float(p), out.data_ptr())
+        launch = lib.lib.attnbwd_softmax_dropout_bwd
+
+        def run():
+            status = launch(*args, stream_handle())
+            if status != ATTNBWD_OK:
+                lib.check(status, "attnbwd_softmax_dropout_bwd")
+            return out
+
+        return run, out, info
+
+    @staticmethod
+    def reference64(inputs, b):
+        """float64 reference of batch row b: [H, T, T]."""
+        p = inputs["p_dropout"]
+        go = inputs["grad_output"][b].double()
+        pa = inputs["p_attn"][b].double()
+        gp = go * inputs["dropout_mask"][b] / (1.0 - p) if p > 0 else go
+        s = (pa * gp).sum(-1, keepdim=True)
+        return (pa * (gp - s)).masked_fill(~inputs["mask"][b], 0.0)
+
+    def check(self, row, inputs, out):
+        """Acceptance rule of the public benchmark; the reference is computed one batch row at a time."""
+        tol = row.get("tolerance", {})
+        atol = float(tol.get("max_atol", 1e-5))
+        rtol = float(tol.get("max_rtol", 1e-5))
+        need = float(tol.get("required_match_ratio", 0.99))
+        finite = bool(torch.isfinite(out).all())
+        passed = 0
+        max_abs = 0.0
+        for b in range(out.shape[0]):
+            ref = self.reference64(inputs, b)
+            diff = (out[b].double() - ref).abs()
+            passed += int((diff <= atol + rtol * ref.abs()).sum())
+            max_abs = max(max_abs, float(diff.nan_to_num(nan=math.inf).max()))
+            del ref, diff
+        ratio = passed / out.numel()
+        return {"pass": finite and ratio >= need, "finite": finite, "match_ratio": ratio,
+                "required_ratio": need, "max_abs_err": max_abs, "atol": atol, "rtol": rtol}
+
+
+PROBLEMS = [SoftmaxDropoutBwd()]
+
+
+def problem_for(row):
+    for prob in PROBLEMS:
+        if prob.accepts(row):
+            return prob
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Timing
+# ----------------------------------------------------------------------------------------------
+
+class Timer:
+    """Cold-L2 device timing: flush before every iteration, events around the work alone.
+
+    Between the flush and the start event a GPU-side spin (torch.cuda._sleep, touching no memory, so the L2
+    stays cold) keeps the GPU busy while the host enqueues the tool's work: host overhead (Python, ctypes,
+    dynamo guards, eager's launches) then stays out of the device time, which runs from the first kernel's
+    start to the last kernel's end, as the public benchmark measures. delay_cycles=0 turns it off."""
+
+    def __init__(self, warmup, iters, delay_cycles):
+        self.warmup, self.iters = warmup, iters
+        l2 = torch.cuda.get_device_properties(0).L2_cache_size
+        self.flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+        self.delay_cycles = delay_cycles if hasattr(torch.cuda, "_sleep") else 0
+        self.delay_us = 0.0
+        if self.delay_cycles:
+            self.delay_us = self._events_us(lambda: torch.cuda._sleep(self.delay_cycles), 3, 10)[0]
+
+    def flush(self):
+        self.flush_buf.zero_()
+        if self.delay_cycles:
+            torch.cuda._sleep(self.delay_cycles)
+
+    @staticmethod
+    def _events_us(fn, warmup, iters, before=None):
+        for _ in range(warmup):
+            if before:
+                before()
+            fn()
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(iters)]
+        host = []
+        for start, end in pairs:
+            if before:
+                before()
+            t0 = time.perf_counter()
+            start.record()
+            fn()
+            end.record()
+            host.append((time.perf_counter() - t0) * 1e6)
+        torch.cuda.synchronize()
+        samples = [start.elapsed_time(end) * 1e3 for start, end in pairs]
+        return statistics.median(samples), samples, max(host)
+
+    def time_us(self, fn):
+        """Median device time of fn in microseconds, all the samples, and the longest host enqueue time
+        (when it passes the delay, host overhead may have leaked into the device time)."""
+        return self._events_us(fn, self.warmup, self.iters, before=self.flush)
+
+
+def measure_copy_bandwidth(timer, gib):
+    """Device-to-device copy, bytes read + written over the cold-L2 median time. Returns GB/s."""
+    n = int(gib * (1 << 30))
+    src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    med, samples, _ = timer.time_us(lambda: dst.copy_(src))
+    return 2 * n / (med * 1e-6) / 1e9, med, samples
+
+
+def measure_minimal_kernel(timer):
+    """The cheapest launch we can make, timed like everything else. Returns (us, {candidate: us})."""
+    tiny = torch.zeros(1, device="cuda")
+    candidates = {"fill_1_element": lambda: tiny.zero_()}
+    if hasattr(torch.cuda, "_sleep"):
+        candidates["cuda_sleep_0"] = lambda: torch.cuda._sleep(0)
+    results = {}
+    for name, fn in candidates.items():
+        try:
+            results[name] = timer.time_us(fn)[0]
+        except Exception as e:  # a private API may go away; the fill kernel is enough
+            results[name] = None
+            print(f"minimal kernel {name}: {e}", file=sys.stderr)
+    found = [v for v in results.values() if v is not None]
+    return min(found), results
+
+
+# ----------------------------------------------------------------------------------------------
+# One workload
+# ----------------------------------------------------------------------------------------------
+
+def summary(samples):
+    s = sorted(samples)
+    return {"min": s[0], "p10": s[len(s) // 10], "p90": s[(len(s) * 9) // 10], "max": s[-1]}
+
+
+def make_tool(tool, prob, lib, row, inputs):
+    """Returns (zero-arg callable, output after one run or None, extra info)."""
+    if tool == "ours":
+        if lib is None:
+            raise RuntimeError("library not loaded")
+        fn, out, info = prob.make_ours(lib, row, inputs)
+        out.fill_(float("nan"))
+        fn()
+        torch.cuda.synchronize()
+        return fn, out, {"kernel": info}
+    if tool == "eager":
+        def fn():
+            return prob.torch_fn(**inputs)
+        out = fn()
+        torch.cuda.synchronize()
+        return fn, out, {}
+    if tool == "compile":
+        torch._dynamo.reset()  # one compile per workload, never the recompile limit's eager fallback
+        compiled = torch.compile(prob.torch_fn, dynamic=False)
+
+        def fn():
+            return compiled(**inputs)
+        t0 = time.perf_counter()
+        out = fn()  # compiles
+        torch.cuda.synchronize()
+        return fn, out, {"compile_seconds": time.perf_counter() - t0}
+    raise ValueError(f"unknown tool {tool}")
+
+
+def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us):
+    floor_bytes = prob.floor_bytes(row)
+    floor_us = floor_bytes / (copy_gbs * 1e9) * 1e6
+    rec = {
+        "index": index,
+        "problem": prob.name,
+        "label": prob.label(row),
+        "axes": prob.axes(row),
+        "uuid": row.get("uuid"),
+        "tolerance": row.get("tolerance"),
+        "floor_bytes": floor_bytes,
+        "floor_us": floor_us,
+        "reachable_us": max(floor_us, minimal_us),
+        "tools": {},
+    }
+    inputs = None
+    try:
+        inputs = prob.make_inputs(row, args.seed + index)
+        for tool in args.tools:
+            t = {"ok": False}
+            rec["tools"][tool] = t
+            fn = out = None
+            try:
+                fn, out, extra = make_tool(tool, prob, lib, row, inputs)
+                t.update(extra)
+                if not args.no_check:
+                    t["check"] = prob.check(row, inputs, out)
+                del out
+                med, samples, host_us = timer.time_us(fn)
+                t.update({"us": med, "samples_us": samples, **summary(samples), "host_enqueue_max_us": host_us,
+                          "gbs": floor_bytes / (med * 1e-6) / 1e9,
+                          "floor_fraction": floor_us / med,
+                          "reachable_fraction": rec["reachable_us"] / med})
+                if timer.delay_cycles and host_us > timer.delay_us + med:
+                    # the host took longer per iteration than the GPU: its overhead may be in the times
+                    t["host_bound_warning"] = True
+                t["ok"] = True
+            except Exception as e:
+                t["error"] = f"{type(e).__name__}: {e}"
+                print(f"  [{rec['label']}] {tool} failed: {t['error'][:2000]}", file=sys.stderr)
+                try:  # a failed launch may leave an error behind; surface it here, not in the next tool
+                    torch.cuda.synchronize()
+                except Exception as e2:
+                    t["error"] += f" / then: {e2}"
+            finally:
+                fn = None  # its closure holds the inputs and outputs: let them go with the workload
+            line = f"  {tool:8s}"
+            if "us" in t:
+                line += f" {t['us']:10.1f} us  {t['floor_fraction']:6.3f} of floor"
+            if "check" in t:
+                c = t["check"]
+                line += f"  check {'pass' if c['pass'] else 'FAIL'} ({c['match_ratio']:.5f}, max abs {c['max_abs_err']:.2e})"
+            if t.get("host_bound_warning"):
+                line += f"  (host enqueue {t['host_enqueue_max_us']:.0f} us > spin: raise --delay-cycles)"
+            if "error" in t:
+                line += "  ERROR"
+            print(line, flush=True)
+    except Exception as e:
+        rec["error"] = f"{type(e).__name__}: {e}"
+        print(f"  [{rec['label']}] failed: {rec['error']}", file=sys.stderr)
+    finally:
+        del inputs
+        if "compile" in args.tools:
+            torch._dynamo.reset()
+        gc.collect()
+        torch.cuda.empty_cache()
+    return rec
+
+
+# ----------------------------------------------------------------------------------------------
+# Report
+# ----------------------------------------------------------------------------------------------
+
+def geomean(values):
+    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def tool_value(rec, tool, key):
+    t = rec["tools"].get(tool)
+    return t.get(key) if t else None
+
+
+def ours_pass(rec):
+    t = rec["tools"].get("ours")
+    if t is None:
+        return "-"
+    if not t.get("ok"):
+        return "ERROR"
+    if "check" not in t:
+        return "n/c"
+    return "pass" if t["check"]["pass"] else "FAIL"
+
+
+def aggregate(records, tools):
+    """Geometric means of every column; ratios over the workloads where ours has a time."""
+    g = {"floor_us": geomean([r["floor_us"] for r in records]),
+         "reachable_us": geomean([r["reachable_us"] for r in records])}
+    for tool in tools:
+        g[f"{tool}_us"] = geomean([tool_value(r, tool, "us") for r in records])
+        g[f"{tool}_floor_fraction"] = geomean([tool_value(r, tool, "floor_fraction") for r in records])
+        g[f"{tool}_gbs"] = geomean([tool_value(r, tool, "gbs") for r in records])
+    timed = [r for r in records if tool_value(r, "ours", "us")]
+    if timed:
+        ours = geomean([r["tools"]["ours"]["us"] for r in timed])
+        g["floor_over_ours"] = geomean([r["floor_us"] for r in timed]) / ours
+        g["reachable_over_ours"] = geomean([r["reachable_us"] for r in timed]) / ours
+        g["ours_workloads"] = len(timed)
+    checked = [r for r in records if "ours" in r["tools"]]
+    g["ours_passed"] = sum(1 for r in checked if ours_pass(r) == "pass")
+    g["ours_checked"] = sum(1 for r in checked if "check" in r["tools"]["ours"])
+    return g
+
+
+def fmt(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
+def print_table(records, agg, tools):
+    cols = ["B,H,T,p", "floor us", "reach us"] + [f"{t} us" for t in tools]
+    cols += ["floor/ours", "GB/s", "pass"]
+    widths = [max(14, len(c)) for c in cols]
+    print()
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for r in records:
+        cells = [r["label"], fmt(r["floor_us"], ".1f"), fmt(r["reachable_us"], ".1f")]
+        cells += [fmt(tool_value(r, t, "us"), ".1f") if tool_value(r, t, "ok") else "failed"
+                  if t in r["tools"] else "-" for t in tools]
+        cells += [fmt(tool_value(r, "ours", "floor_fraction"), ".3f"),
+                  fmt(tool_value(r, "ours", "gbs"), ".0f"), ours_pass(r)]
+        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    cells = ["geomean", fmt(agg["floor_us"], ".1f"), fmt(agg["reachable_us"], ".1f")]
+    cells += [fmt(agg.get(f"{t}_us"), ".1f") for t in tools]
+    cells += [fmt(agg.get("ours_floor_fraction"), ".3f"), fmt(agg.get("ours_gbs"), ".0f"),
+              f"{agg['ours_passed']}/{agg['ours_checked']}"]
+    print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    print()
+    if agg.get("floor_over_ours") is not None:
+        print(f"geomean(floor) / geomean(ours) = {agg['floor_over_ours']:.3f}   "
+              f"geomean(reachable) / geomean(ours) = {agg['reachable_over_ours']:.3f}   "
+              f"(over {agg['ours_workloads']} workloads)")
+    for t in tools:
+        if agg.get(f"{t}_floor_fraction") is not None:
+            print(f"geomean fraction of floor, {t}: {agg[f'{t}_floor_fraction']:.3f}")
+
+
+def draw_png(path, records, tools):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r["label"] for r in records]
+    n = len(records)
+    width = 0.8 / max(1, len(tools))
+    fig, ax = plt.subplots(figsize=(max(8, 0.7 * n + 2), 5))
+    top = 1.0
+    for k, tool in enumerate(tools):
+        ys = [tool_value(r, tool, "floor_fraction") or 0.0 for r in records]
+        xs = [i + (k - (len(tools) - 1) / 2) * width for i in range(n)]
+        ax.bar(xs, ys, width=width, label=tool)
+        top = max([top] + ys)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="floor (copy bandwidth)")
+    ax.plot(range(n), [r["floor_us"] / r["reachable_us"] for r in records], "k_", markersize=18,
+            label="reachable: max(floor, minimal kernel)")
+    ax.set_ylim(0, top * 1.25)
+    ax.set_xticks(range(n))
+    ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
+    ax.set_xlabel("workload (B,H,T,p)")
+    ax.set_ylabel("fraction of the floor reached (floor time / time)")
+    ax.set_title("attention backward: fraction of the memory floor, cold L2, median")
+    ax.legend(loc="upper left", ncol=3, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def clean_json(obj):
+    """NaN / inf are not JSON: write them as null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: clean_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [clean_json(v) for v in obj]
+    return obj
+
+
+# ----------------------------------------------------------------------------------------------
+# Main
+# ----------------------------------------------------------------------------------------------
+
+def load_rows(paths):
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    rows.append(json.loads(line))
+    return rows
+
+
+def select(rows, only):
+    """--only N: the first N workloads; --only i,j,k (a comma in it): those indices, from 0."""
+    if only is None:
+        return list(enumerate(rows))
+    if "," in only:
+        wanted = [int(x) for x in only.split(",") if x.strip()]
+        return [(i, rows[i]) for i in wanted if 0 <= i < len(rows)]
+    return list(enumerate(rows))[: int(only)]
+
+
+def parse_args(argv=None):
+    out_dir = os.environ.get("OUT")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("suites", nargs="*", default=[os.path.join(REPO, "suites", "sol066_workload.jsonl")],
+                    help="workload files (JSON lines)")
+    ap.add_argument("--lib", default="build/libattnbwd.so", help="path of libattnbwd.so")
+    ap.add_argument("--tools", default="ours,eager,compile", help="comma list of ours,eager,compile")
+    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--only", default=None, help="N: the first N workloads; i,j,k: those (from 0)")
+    ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
+    ap.add_argument("--seed", type=int, default=0, help="workload i draws its inputs with seed+i")
+    ap.add_argument("--copy-gib", type=float, default=4.0, help="size of the bandwidth copy's source")
+    ap.add_argument("--delay-cycles", type=int, default=1_000_000,
+                    help="GPU spin between flush and start event that hides host overhead (0: none)")
+    ap.add_argument("--json", default=os.path.join(out_dir, "bench.json") if out_dir else "bench.json")
+    ap.add_argument("--png", default=os.path.join(out_dir, "bench.png") if out_dir else None)
+    args = ap.parse_args(argv)
+    args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+    for t in args.tools:
+        if t not in ("ours", "eager", "compile"):
+            ap.error(f"unknown tool {t!r}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device")
+    torch.cuda.init()
+    props = torch.cuda.get_device_properties(0)
+    print(f"device: {props.name}, {props.multi_processor_count} SMs, L2 {props.L2_cache_size >> 20} MiB, "
+          f"torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
+
+    lib = None
+    lib_error = None
+    if "ours" in args.tools:
+        path = args.lib
+        if not os.path.exists(path) and os.path.exists(os.path.join(REPO, path)):
+            path = os.path.join(REPO, path)
+        try:
+            lib = Library(path)
+        except (OSError, AttnbwdError) as e:
+            lib_error = str(e)
+            print(f"cannot use the library: {e}", file=sys.stderr)
+
+    timer = Timer(args.warmup, args.iters, args.delay_cycles)
+    print(f"launch-hiding spin before each timed iteration: {timer.delay_cycles} cycles = {timer.delay_us:.0f} us",
+          flush=True)
+    copy_gbs, copy_us, copy_samples = measure_copy_bandwidth(timer, args.copy_gib)
+    torch.cuda.empty_cache()  # give the copy's buffers back
+    minimal_us, minimal_all = measure_minimal_kernel(timer)
+    print(f"copy bandwidth {copy_gbs:.0f} GB/s ({args.copy_gib:g} GiB in {copy_us:.1f} us, read + write); "
+          f"minimal kernel {minimal_us:.2f} us {minimal_all}", flush=True)
+
+    rows = load_rows(args.suites)
+    records = []
+    for index, row in select(rows, args.only):
+        prob = problem_for(row)
+        if prob is None:
+            print(f"workload {index}: no problem knows axes {row.get('axes')}; skipped", file=sys.stderr)
+            continue
+        print(f"[{index}] {prob.name} {prob.label(row)}", flush=True)
+        records.append(run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us))
+
+    agg = aggregate(records, args.tools)
+    print_table(records, agg, args.tools)
+
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": props.name,
+        "sm_count": props.multi_processor_count,
+        "l2_bytes": props.L2_cache_size,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "lib": os.path.abspath(lib.path) if lib else args.lib,
+        "lib_error": lib_error,
+        "suites": args.suites,
+        "tools": args.tools,
+        "iters": args.iters,
+        "warmup": args.warmup,
+        "seed": args.seed,
+        "method": "cold L2 (2x L2 buffer zeroed) before every iteration, then a GPU spin that hides host "
+                  "launch overhead; device time from CUDA events around the tool's work alone; median",
+        "delay_cycles": timer.delay_cycles,
+        "delay_us": timer.delay_us,
+        "copy_bytes": int(2 * int(args.copy_gib * (1 << 30))),
+        "copy_us": copy_us,
+        "copy_bandwidth_gbs": copy_gbs,
+        "copy_samples_us": copy_samples,
+        "minimal_kernel_us": minimal_us,
+        "minimal_kernel_candidates_us": minimal_all,
+        "geomean": agg,
+        "workloads": records,
+    }
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(clean_json(result), f, indent=1)
+        print(f"wrote {args.json}")
+    if args.png:
+        try:
+            draw_png(args.png, records, args.tools)
+            print(f"wrote {args.png}")
+        except Exception as e:
+            print(f"png not drawn: {e}", file=sys.stderr)
+    if lib:
+        lib.close()
+    failed = any(ours_pass(r) not in ("pass", "n/c", "-") for r in records)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine, over a build made elsewhere (the machine has
+# no Lua, cJSON or cmocka: bench/stage_devlibs.sh copies them into the build).
+#   bench/gpu_session.sh check   GPU tests, `attnbwd check --time`, get_kernel latency
+#   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
+# Results go to $OUT (or /tmp/attnbwd-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/attnbwd-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=$PWD/build/devlibs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export ATTNBWD_CACHE_DIR=/tmp/attnbwd-cache
+export PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$OUT/gpu.txt"
+case "${1:-check}" in
+  check)
+    build/attnbwd info | tee "$OUT/info.txt"
+    build/attnbwd_latency 2>&1 | tee "$OUT/latency.txt"
+    build/tests/test_gpu_softmax 2>&1 | tee "$OUT/gpu_test.txt"
+    echo "test_gpu_softmax exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gpu_test.txt"
+    build/attnbwd check --time sol066_workload 2>&1 | tee "$OUT/check.txt"
+    ;;
+  bench)
+    shift
+    python3 bench/bench.py --lib build/libattnbwd.so suites/sol066_workload.jsonl \
+      --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
+    ;;
+esac
