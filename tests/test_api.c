@@ -343,6 +343,32 @@ static void lua_error_has_traceback(void **state) {
     free(dir);
 }
 
+static void dump_dir_gets_every_artifact(void **state) {
+    (void)state;
+    char *dir = test_tmpdir();
+    setenv("ATTNBWD_DUMP_DIR", dir, 1);
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    attnbwd_shape s = test_shape(1, 3, 96, 1);
+    attnbwd_kernel *k = NULL;
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_OK);
+    attnbwd_kernel_info info;
+    attnbwd_kernel_get_info(k, &info);
+    const char *ext[] = {"cu", "options", "log", "manifest", "cubin"};
+    for (size_t i = 0; i < 5; ++i) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s.%s", dir, info.name, ext[i]);
+        struct stat st;
+        if (stat(path, &st) != 0) fail_msg("no %s", path);
+        if (i == 4) assert_int_equal((size_t)st.st_size, info.cubin_bytes);
+        if (i == 1 || i == 3 || i == 4) assert_true(st.st_size > 0);
+    }
+    attnbwd_close(ctx);
+    unsetenv("ATTNBWD_DUMP_DIR");
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(open_errors),
@@ -356,6 +382,7 @@ int main(void) {
         cmocka_unit_test(generate_source),
         cmocka_unit_test(compile_error_reports_log_and_source),
         cmocka_unit_test(lua_error_has_traceback),
+        cmocka_unit_test(dump_dir_gets_every_artifact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
