@@ -321,7 +321,8 @@ static attnbwd_status prepare(attnbwd_ctx *ctx, const suite_case *c, attnbwd_ker
     if (!(c->p_dropout >= 0.0 && c->p_dropout < 1.0) || c->shape.dropout != (c->p_dropout > 0.0))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s: p_dropout %g does not fit shape.dropout %d", c->name,
                        c->p_dropout, c->shape.dropout);
-    attnbwd_status st = attnbwd_get_kernel(ctx, &c->shape, k);
+    attnbwd_status st = c->tiles ? attnbwd_get_kernel_tiles(ctx, &c->shape, c->tiles, k)
+                                 : attnbwd_get_kernel(ctx, &c->shape, k);
     if (st != ATTNBWD_OK)
         return err_wrap(st, "%s", c->name);
     return ATTNBWD_OK;

@@ -22,6 +22,8 @@ static const command commands[] = {
      cmd_prewarm_usage},
     {"check", "run suites on the GPU against the fp64 reference (and time them)", cmd_check,
      cmd_check_usage},
+    {"explore", "try every candidate tile choice of suites on the GPU; report the fastest", cmd_explore,
+     cmd_explore_usage},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -156,7 +158,7 @@ static int run_help(const parsed *p)
     }
     const command *c = find_command(p->argv[0]);
     if (!c) {
-        fprintf(stderr, "attnbwd help: unknown command '%s' (commands: info, gen, prewarm, check)\n",
+        fprintf(stderr, "attnbwd help: unknown command '%s' (commands: info, gen, prewarm, check, explore)\n",
                 p->argv[0]);
         return CLI_USAGE;
     }

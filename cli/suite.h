@@ -20,6 +20,7 @@ typedef struct suite_case {
     double atol, rtol;     /* the acceptance rule's tolerances */
     double match_ratio;    /* fraction of elements that must pass (0.99 unless given) */
     char name[96];         /* e.g. "sol066_workload#3 B=2 H=16 T=541 p=0.1" */
+    const char *tiles;     /* NULL: the library's choice; else tiles to build with (exploration) */
 } suite_case;
 
 /* Appends the cases of one suite to *cases (realloc'd; *n updated).

@@ -108,6 +108,18 @@ typedef struct attnbwd_kernel attnbwd_kernel;
 ATTNBWD_API attnbwd_status attnbwd_get_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape,
                                               attnbwd_kernel **out);
 
+/* Exploration: the kernel for a shape built with the given tile choices
+ * ("key=value ...", over the heuristic's; see attnbwd_candidates) instead of
+ * the heuristic's or a tuning table's. Cached like any other kernel. Tiles
+ * that cannot build a correct kernel are refused with the reason. */
+ATTNBWD_API attnbwd_status attnbwd_get_kernel_tiles(attnbwd_ctx *ctx, const attnbwd_shape *shape,
+                                                    const char *tiles, attnbwd_kernel **out);
+
+/* The candidate tile choices the problem's Lua script offers for a shape, the
+ * heuristic's first. Free each string and the array with attnbwd_free. */
+ATTNBWD_API attnbwd_status attnbwd_candidates(attnbwd_ctx *ctx, const attnbwd_shape *shape, char ***tiles,
+                                              size_t *n);
+
 /* Where a kernel came from when it was first made in this context. */
 typedef enum attnbwd_origin {
     ATTNBWD_FROM_COMPILE = 0,

@@ -76,7 +76,9 @@ function M.validate(shape, t)
   return nil
 end
 
--- Candidate tiles for exploration: around the heuristic, all valid.
+-- Candidate tiles for exploration: the heuristic first, then its neighbours
+-- (half and twice the threads per row, two block sizes, both row orders),
+-- every one valid.
 function M.candidates(shape)
   local base = M.heuristic(shape)
   local seen, out = {}, {}
@@ -86,20 +88,17 @@ function M.candidates(shape)
     if not seen[key] then seen[key] = true; out[#out + 1] = t end
   end
   add(base)
-  local vec = base.vec
-  for _, tpr in ipairs({ 4, 8, 16, 32, 64, 128, 256, 512, 1024 }) do
-    for _, block in ipairs({ 128, 256, 512, 1024 }) do
-      for _, inreg in ipairs({ 0, 1 }) do
-        local t = { vec = vec, threads_per_row = tpr, block = math.max(block, tpr),
-                    in_registers = inreg, head_fastest = base.head_fastest, unroll = 4 }
-        if inreg == 1 or tpr >= 128 then add(t) end
+  for _, f in ipairs({ 1, 0.5, 2 }) do
+    local tpr = math.max(1, math.floor(base.threads_per_row * f))
+    for _, block in ipairs({ 256, 512 }) do
+      for _, hf in ipairs({ base.head_fastest, 1 - base.head_fastest }) do
+        local t = { vec = base.vec, threads_per_row = tpr, block = math.max(block, tpr),
+                    in_registers = base.in_registers, head_fastest = hf, unroll = base.unroll }
+        if ceil_div(shape.seq_len // base.vec, tpr) * base.vec > REG_ELEMS then t.in_registers = 0 end
+        add(t)
       end
     end
   end
-  local flip = {}
-  for k, v in pairs(base) do flip[k] = v end
-  flip.head_fastest = 1 - base.head_fastest
-  add(flip)
   return out
 end
 

@@ -247,6 +247,19 @@ attnbwd_status attnbwd_get_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape, 
     return kernel_get(ctx, shape, NULL, out, NULL);
 }
 
+attnbwd_status attnbwd_get_kernel_tiles(attnbwd_ctx *ctx, const attnbwd_shape *shape, const char *tiles,
+                                        attnbwd_kernel **out) {
+    if (!tiles) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "tiles is NULL");
+    return kernel_get(ctx, shape, tiles, out, NULL);
+}
+
+attnbwd_status attnbwd_candidates(attnbwd_ctx *ctx, const attnbwd_shape *shape, char ***tiles, size_t *n) {
+    if (!ctx || !tiles || !n) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "candidates: ctx, tiles or n is NULL");
+    attnbwd_status s = shape_validate(shape);
+    if (s != ATTNBWD_OK) return s;
+    return gen_candidates(ctx->gen, shape, tiles, n);
+}
+
 attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k) {
     if (atomic_load_explicit(&k->function, memory_order_acquire)) return ATTNBWD_OK;
     attnbwd_ctx *ctx = k->ctx;
