@@ -2,6 +2,7 @@
 # One call on a lent GPU machine, over a build made elsewhere (the machine has
 # no Lua, cJSON or cmocka: bench/stage_devlibs.sh copies them into the build).
 #   bench/gpu_session.sh check   GPU tests, `attnbwd check --time`, get_kernel latency
+#   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
 # Results go to $OUT (or /tmp/attnbwd-out).
 set -uo pipefail
@@ -19,6 +20,9 @@ case "${1:-check}" in
     build/tests/test_gpu_softmax 2>&1 | tee "$OUT/gpu_test.txt"
     echo "test_gpu_softmax exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gpu_test.txt"
     build/attnbwd check --time sol066_workload 2>&1 | tee "$OUT/check.txt"
+    ;;
+  explore)
+    build/attnbwd explore --out "$OUT/tuning.lua" sol066_workload heuristic_holdout 2>&1 | tee "$OUT/explore.txt"
     ;;
   bench)
     shift
