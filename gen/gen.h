@@ -28,6 +28,11 @@ attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *ar
                         const char *tiles_override, kernel_plan *out);
 void kernel_plan_free(kernel_plan *p);
 
+/* The GPU model whose tuning tables apply ("" for none) and the text of the
+ * user's table (NULL for none): a plan without an override takes a matching
+ * table's entry before the heuristic. */
+attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning);
+
 /* The candidate tile choices the problem's script offers for a shape, each as
  * a "key=value ..." string (free each and the array with free()). */
 attnbwd_status gen_candidates(gen_state *g, const attnbwd_shape *shape, char ***tiles, size_t *n);

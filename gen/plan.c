@@ -132,6 +132,22 @@ attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *ar
     return s;
 }
 
+attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning) {
+    pthread_mutex_lock(&g->mu);
+    lua_State *L = g->L;
+    int top = lua_gettop(L);
+    attnbwd_status s = gen_require(L, "plan", "configure");
+    if (s == ATTNBWD_OK) {
+        lua_pushstring(L, gpu_name ? gpu_name : "");
+        if (user_tuning) lua_pushstring(L, user_tuning);
+        else lua_pushnil(L);
+        s = gen_pcall(L, 2, 0);
+    }
+    lua_settop(L, top);
+    pthread_mutex_unlock(&g->mu);
+    return s;
+}
+
 attnbwd_status gen_candidates(gen_state *g, const attnbwd_shape *shape, char ***tiles, size_t *n) {
     *tiles = NULL;
     *n = 0;

@@ -9,17 +9,55 @@ local problems = {
 
 local M = {}
 
+-- Tuning tables: { gpu = "NVIDIA H200", entries = { [key] = "tiles" } }. The
+-- user's (the cache folder's tuning.lua) wins over the shipped one; a table
+-- applies only on the GPU model it was measured on.
+local tuning = { gpu = "", tables = {} }
+
+function M.configure(gpu, user_text)
+  tuning.gpu = gpu or ""
+  tuning.tables = {}
+  if user_text then
+    local chunk = load(user_text, "=cache tuning.lua", "t", {})
+    local ok, t = pcall(chunk or error)
+    if ok and type(t) == "table" then tuning.tables[#tuning.tables + 1] = t end
+  end
+  tuning.tables[#tuning.tables + 1] = require "tuning_h200"
+end
+
+function M.tuning_key(shape)
+  return string.format("%s B=%d H=%d T=%d dropout=%d", shape.problem, shape.batch, shape.heads,
+                       shape.seq_len, shape.dropout)
+end
+
+local function tuned(shape)
+  local key = M.tuning_key(shape)
+  for _, t in ipairs(tuning.tables) do
+    if t.gpu == tuning.gpu and type(t.entries) == "table" and type(t.entries[key]) == "string" then
+      return t.entries[key]
+    end
+  end
+end
+
 local function problem_module(shape)
   local name = problems[shape.problem]
   if not name then error("no generator for problem '" .. tostring(shape.problem) .. "'", 0) end
   return require(name)
 end
 
--- Tiles for a shape: the heuristic, then the override's pairs on top.
+-- Tiles for a shape: the heuristic, then the override's pairs on top; with
+-- no override, a tuning table's entry for this GPU model, if it is valid.
 -- Returns tiles or nil, why.
 function M.tiles(shape, override)
   local mod = problem_module(shape)
   local tiles = mod.heuristic(shape)
+  if not override then
+    local entry = tuned(shape)
+    if entry then
+      local t = M.tiles(shape, entry)
+      if t then return t end -- an entry that no longer fits falls back to the heuristic
+    end
+  end
   if override and override ~= "" then
     for k, v in pairs(render.parse_tiles(override)) do
       if tiles[k] == nil then return nil, "unknown tile '" .. k .. "' for " .. shape.problem end

@@ -32,13 +32,16 @@ end
 
 local function ceil_div(a, b) return (a + b - 1) // b end
 
--- The heuristic: about 16 elements of a row per thread (4 loads of 16 bytes
--- per tensor in flight), a block of at least 256 threads.
+-- The heuristic, fitted to `attnbwd explore` on an H200 (docs/benchmarks.md):
+-- about two 16-byte loads per tensor per thread (8 floats) when T allows
+-- vec=4, about 8 scalar elements per thread otherwise: many threads with
+-- little each beat fewer threads with long unrolled rows. Rows in memory
+-- order, except vec=4 rows, where neighbouring heads share the mask in L2.
 function M.heuristic(shape)
   local T = shape.seq_len
   local vec = vec_for(T)
   local nvec = T // vec
-  local per_thread = math.max(1, 16 // vec)
+  local per_thread = vec == 4 and 2 or (vec == 2 and 4 or 8)
   local tpr = math.min(MAX_TPR, pow2_at_least(ceil_div(nvec, per_thread)))
   local in_registers = ceil_div(nvec, tpr) * vec <= REG_ELEMS and 1 or 0
   if in_registers == 0 then tpr = 512 end
@@ -47,8 +50,7 @@ function M.heuristic(shape)
     threads_per_row = tpr,
     block = math.max(256, tpr),
     in_registers = in_registers,
-    -- Rows shorter than a cache line are better read in memory order.
-    head_fastest = (T * 4 >= 128 and shape.heads > 1) and 1 or 0,
+    head_fastest = (vec == 4 and shape.heads > 1) and 1 or 0,
     unroll = 4,
   }
 end

@@ -33,6 +33,33 @@ static int valid_arch(const char *a) {
     return digits >= 2 && digits <= 3 && (*d == '\0' || ((*d == 'a' || *d == 'f') && d[1] == '\0'));
 }
 
+/* Reads <cache>/tuning.lua (written by `attnbwd explore --out`), at most 1 MiB. */
+static char *read_user_tuning(const attnbwd_ctx *ctx) {
+    if (!ctx->cache.dir) return NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tuning.lua", ctx->cache.dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *text = malloc((1 << 20) + 1);
+    size_t n = text ? fread(text, 1, 1 << 20, f) : 0;
+    fclose(f);
+    if (text) text[n] = '\0';
+    log_line(&ctx->log, ATTNBWD_LOG_INFO, "tuning table %s", path);
+    return text;
+}
+
+/* The GPU model the tuning tables are matched against: the device's, or
+ * $ATTNBWD_GPU_MODEL when compiling for another machine (prewarm for sm_90
+ * on a build host gets the same kernels as the H200 will ask for). */
+static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
+    const char *model = getenv("ATTNBWD_GPU_MODEL");
+    if (!model || !*model) model = ctx->have_device ? ctx->dev.name : "";
+    char *user = read_user_tuning(ctx);
+    attnbwd_status s = gen_configure(ctx->gen, model, user);
+    free(user);
+    return s;
+}
+
 attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     err_clear();
     if (!out) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "attnbwd_open: out is NULL");
@@ -81,6 +108,10 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
         return s;
     }
     cache_open(&ctx->cache, opt.cache_dir, opt.disk_cache, &ctx->log);
+    if ((s = configure_tuning(ctx)) != ATTNBWD_OK) {
+        attnbwd_close(ctx);
+        return s;
+    }
     const char *dump = getenv("ATTNBWD_DUMP_DIR");
     if (dump && *dump) ctx->dump_dir = strdup(dump);
     log_line(&ctx->log, ATTNBWD_LOG_INFO, "context: arch %s, device %s, cache %s", ctx->arch,

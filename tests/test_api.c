@@ -369,6 +369,54 @@ static void dump_dir_gets_every_artifact(void **state) {
     free(dir);
 }
 
+static const char *tiles_of(attnbwd_ctx *ctx, int64_t B, int64_t H, int64_t T, int d) {
+    attnbwd_shape s = test_shape(B, H, T, d);
+    attnbwd_kernel *k = NULL;
+    if (attnbwd_get_kernel(ctx, &s, &k) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+    attnbwd_kernel_info info;
+    attnbwd_kernel_get_info(k, &info);
+    return info.tiles;
+}
+
+/* Tuning tables: the shipped H200 table applies on that model only; the
+ * cache folder's table wins over it; an entry that does not fit the shape
+ * falls back to the heuristic. */
+static void tuning_tables(void **state) {
+    (void)state;
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(NULL, &lc);
+    assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* heuristic */
+    attnbwd_close(ctx);
+    setenv("ATTNBWD_GPU_MODEL", "NVIDIA H200", 1);
+    ctx = test_open(NULL, &lc);
+    assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=64")); /* shipped entry */
+    attnbwd_close(ctx);
+
+    char *dir = test_tmpdir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tuning.lua", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "return { gpu = 'NVIDIA H200', entries = {\n"
+               "  ['softmax_dropout_bwd B=1 H=16 T=919 dropout=0'] = 'block=512 head_fastest=0 in_registers=1 "
+               "threads_per_row=32 unroll=4 vec=1',\n"
+               "  ['softmax_dropout_bwd B=1 H=16 T=777 dropout=0'] = 'block=256 head_fastest=0 in_registers=1 "
+               "threads_per_row=32 unroll=4 vec=4',\n"
+               "} }\n");
+    fclose(f);
+    ctx = test_open(dir, &lc);
+    assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=32")); /* the user's wins */
+    assert_non_null(strstr(tiles_of(ctx, 1, 16, 777, 0), "vec=1"));              /* vec=4 cannot fit T=777 */
+    attnbwd_close(ctx);
+    setenv("ATTNBWD_GPU_MODEL", "NVIDIA H100 80GB HBM3", 1);
+    ctx = test_open(dir, &lc);
+    assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* another GPU: heuristic */
+    attnbwd_close(ctx);
+    unsetenv("ATTNBWD_GPU_MODEL");
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(open_errors),
@@ -383,6 +431,7 @@ int main(void) {
         cmocka_unit_test(compile_error_reports_log_and_source),
         cmocka_unit_test(lua_error_has_traceback),
         cmocka_unit_test(dump_dir_gets_every_artifact),
+        cmocka_unit_test(tuning_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
