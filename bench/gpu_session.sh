@@ -22,7 +22,9 @@ case "${1:-check}" in
     build/attnbwd check --time sol066_workload 2>&1 | tee "$OUT/check.txt"
     ;;
   explore)
-    build/attnbwd explore --out "$OUT/tuning.lua" sol066_workload heuristic_holdout 2>&1 | tee "$OUT/explore.txt"
+    shift
+    [ $# -gt 0 ] || set -- sol066_workload heuristic_holdout
+    build/attnbwd explore --out "$OUT/tuning.lua" "$@" 2>&1 | tee "$OUT/explore.txt"
     ;;
   bench)
     shift
