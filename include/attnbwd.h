@@ -154,6 +154,51 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
                                                        const uint8_t *dropout_mask, float p_dropout,
                                                        float *grad_scores, void *stream);
 
+/* Problem 2, region-aware self-attention with edit bias, backward
+ * (spec: docs/spec/edit_attention_bwd.md). Shapes: B = shape.batch,
+ * T = shape.seq_len; hidden 1024, 16 heads, head_dim 64 are fixed. All
+ * pointers are fp32 device pointers, contiguous, in the spec's layouts.
+ * The workspace holds intermediates (see attnbwd_edit_attention_workspace). */
+typedef struct attnbwd_edit_attention_args {
+    /* inputs */
+    const float *grad_output;             /* [B,T,1024] */
+    const float *hidden_states;           /* [B,T,1024] */
+    const float *edit_region_mask;        /* [B,T], 0/1 */
+    const float *qkv_weight;              /* [3072,1024] */
+    const float *qkv_bias;                /* [3072] (not needed by the backward pass) */
+    const float *out_weight;              /* [1024,1024] */
+    const float *out_bias;                /* [1024] (not needed by the backward pass) */
+    const float *edit_region_bias;        /* [16,1024,1024] (not needed by the backward pass) */
+    const float *within_edit_bias;        /* [16] */
+    const float *cross_edit_bias;         /* [16] */
+    const float *attention_mask;          /* [B,T], 1 valid, 0 masked */
+    const float *query, *key, *value;     /* [B,16,T,64], unscaled */
+    const float *attention_scores;        /* [B,16,T,T] (not needed by the backward pass) */
+    const float *attention_probs;         /* [B,16,T,T] */
+    const float *attention_probs_dropped; /* [B,16,T,T] = probs * dropout_mask / (1-p) */
+    const float *attention_output;        /* [B,T,1024] */
+    const float *dropout_mask;            /* [B,16,T,T], 0/1 */
+    float scale, dropout_p;
+    /* outputs */
+    float *grad_hidden_states;            /* [B,T,1024] */
+    float *grad_qkv_weight;               /* [3072,1024] */
+    float *grad_qkv_bias;                 /* [3072] */
+    float *grad_out_weight;               /* [1024,1024] */
+    float *grad_out_bias;                 /* [1024] */
+    float *grad_edit_region_bias;         /* [16,1024,1024], zero outside [:T,:T] */
+    float *grad_within_edit_bias;         /* [16] */
+    float *grad_cross_edit_bias;          /* [16] */
+    /* scratch */
+    void *workspace;
+    size_t workspace_bytes;
+} attnbwd_edit_attention_args;
+
+/* Bytes of device workspace attnbwd_edit_attention_bwd needs for k's shape. */
+ATTNBWD_API size_t attnbwd_edit_attention_workspace(const attnbwd_kernel *k);
+
+ATTNBWD_API attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_attention_args *args,
+                                                      void *stream);
+
 /* Generation without compiling: the CUDA source and the tile choices for a
  * shape. Free both with attnbwd_free. */
 ATTNBWD_API attnbwd_status attnbwd_generate(attnbwd_ctx *ctx, const attnbwd_shape *shape,
