@@ -164,7 +164,7 @@ static void test_help_lists_commands(void **state)
         if (r.rc != 0)
             dump(forms[f][0], &r);
         assert_int_equal(r.rc, 0);
-        const char *cmds[] = {"info", "gen", "prewarm", "check", "--arch", "--cache-dir", "--no-cache"};
+        const char *cmds[] = {"info", "gen", "prewarm", "check", "explore", "lua", "--arch", "--cache-dir", "--no-cache"};
         for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
             assert_contains(r.out, cmds[i]);
         free_result(&r);
@@ -367,6 +367,70 @@ static void test_check_without_gpu(void **state)
     free_result(&r);
 }
 
+/* `attnbwd lua` runs a script with the attnbwd module; compile works without
+ * a GPU, and a script's error is exit 1 with its traceback. */
+static void test_lua_script(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    char script[600], bad[600];
+    snprintf(script, sizeof script, "%s/ok.lua", dir);
+    snprintf(bad, sizeof bad, "%s/bad.lua", dir);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    fprintf(f, "local a = require 'attnbwd'\n"
+               "local c = { batch = 2, heads = 3, seq_len = 17, p_dropout = 0.1 }\n"
+               "local cands = a.candidates(c)\n"
+               "assert(#cands > 1, 'several candidates')\n"
+               "local k = a.compile(c, cands[2])\n"
+               "assert(k.tiles == cands[2], k.tiles)\n"
+               "local nok, why = a.try_compile(c, 'vec=4')\n"
+               "assert(nok == nil and why:find('does not divide T=17'), why)\n"
+               "assert(a.tuning_key(c) == 'softmax_dropout_bwd B=2 H=3 T=17 dropout=1')\n"
+               "assert(#a.suite('sol066_workload') == 16)\n"
+               "print('compiled ' .. k.name .. ' ' .. arg[1])\n");
+    fclose(f);
+    f = fopen(bad, "w");
+    assert_non_null(f);
+    fprintf(f, "local a = require 'attnbwd'\nlocal x = a.compile({ batch = 0, heads = 1, seq_len = 8 })\n");
+    fclose(f);
+    const char *ok_args[] = {"lua", "--arch", "sm_90", "--no-cache", script, "hello", NULL};
+    run_result r = run_cli(ok_args);
+    if (r.rc != 0)
+        dump("lua ok.lua", &r);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "compiled softmax_dropout_bwd_B2_H3_T17");
+    assert_contains(r.out, " hello");
+    free_result(&r);
+    const char *bad_args[] = {"lua", "--arch", "sm_90", "--no-cache", bad, NULL};
+    r = run_cli(bad_args);
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.err, "shape.batch = 0");
+    assert_contains(r.err, "bad.lua:2");
+    free_result(&r);
+    /* The shipped example runs and compiles every candidate without a GPU. */
+    const char *src = getenv("ATTNBWD_SOURCE_DIR");
+    if (src && !gpu_present()) {
+        char example[600];
+        snprintf(example, sizeof example, "%s/examples/explore_one.lua", src);
+        const char *ex_args[] = {"lua", "--arch", "sm_90", "--no-cache", example, "2,4,37,0.1", NULL};
+        r = run_cli(ex_args);
+        if (r.rc != 0)
+            dump("lua examples/explore_one.lua", &r);
+        assert_int_equal(r.rc, 0);
+        assert_contains(r.out, "(compiled)");
+        assert_contains(r.out, "no GPU");
+        free_result(&r);
+        const char *explore_args[] = {"explore", "--arch", "sm_90", "--no-cache", "sol066_workload", NULL};
+        r = run_cli(explore_args);
+        assert_int_equal(r.rc, 1);
+        assert_contains(r.err, "no GPU");
+        free_result(&r);
+    }
+    remove_tree(dir);
+    free(dir);
+}
+
 static void test_info(void **state)
 {
     (void)state;
@@ -449,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_check_without_gpu),
         cmocka_unit_test(test_prewarm_disk_cache),
+        cmocka_unit_test(test_lua_script),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
