@@ -11,6 +11,7 @@ typedef struct kernel_plan {
     char *tiles;          /* "key=value ..." sorted by key: the tile choices */
     unsigned grid[3], block[3];
     unsigned shared_bytes;
+    unsigned align;       /* byte alignment the kernel's fp32 pointers need (masks: align / 4) */
 } kernel_plan;
 
 typedef struct gen_state gen_state;

@@ -102,6 +102,12 @@ static attnbwd_status read_plan(lua_State *L, int t, kernel_plan *p) {
     if (!isnum || sh < 0 || sh > 227 * 1024)
         return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned shared_bytes outside [0, 227 KiB]");
     p->shared_bytes = (unsigned)sh;
+    lua_getfield(L, t, "align");
+    lua_Integer al = lua_isnil(L, -1) ? 4 : lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum || (al != 4 && al != 8 && al != 16))
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned align other than 4, 8 or 16");
+    p->align = (unsigned)al;
     return ATTNBWD_OK;
 }
 

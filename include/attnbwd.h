@@ -147,8 +147,10 @@ ATTNBWD_API attnbwd_status attnbwd_kernel_get_info(const attnbwd_kernel *k, attn
  * grad_output, p_attn, grad_scores: fp32 [B,H,T,T]; mask: bool [B,1,T,T];
  * dropout_mask: bool [B,H,T,T], not read when p_dropout == 0 (may be NULL then).
  * p_dropout: 0 <= p < 1, and > 0 exactly when the kernel's shape.dropout is 1.
- * All pointers are device pointers, 16-byte aligned when T % 4 == 0 (4-byte
- * for the masks). stream: a CUstream / cudaStream_t (NULL: the legacy stream). */
+ * All pointers are device pointers: the fp32 ones 16-byte aligned and the
+ * masks 4-byte aligned, as cudaMalloc and PyTorch give them (kernels for
+ * T < 16 with T % 4 != 0 need less; a misaligned pointer is refused).
+ * stream: a CUstream / cudaStream_t (NULL: the legacy stream). */
 ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const float *grad_output,
                                                        const float *p_attn, const uint8_t *mask,
                                                        const uint8_t *dropout_mask, float p_dropout,

@@ -59,9 +59,15 @@ function M.tiles(shape, override)
     end
   end
   if override and override ~= "" then
-    for k, v in pairs(render.parse_tiles(override)) do
+    local given = render.parse_tiles(override)
+    for k, v in pairs(given) do
       if tiles[k] == nil then return nil, "unknown tile '" .. k .. "' for " .. shape.problem end
       tiles[k] = v
+    end
+    -- A vec that divides T, given without `split` (tables written before it
+    -- existed), means plain loads.
+    if given.vec and given.split == nil and tiles.split ~= nil and shape.seq_len % given.vec == 0 then
+      tiles.split = 0
     end
   end
   local why = mod.validate(shape, tiles)

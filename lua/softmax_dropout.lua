@@ -12,6 +12,9 @@
 --   head_fastest     1: the heads of one (b, i) are neighbours in the grid, so
 --                    the shared mask row is read once from DRAM
 --   unroll           vectors in flight per thread in two-pass mode
+--   split            1 when T % 4 != 0: each row as up to 3 scalars, 16-byte
+--                    vectors from its first aligned element, up to 3 scalars
+--                    (vec is then 4); 0: every load is vec wide
 local render = require "render"
 
 local M = {}
@@ -40,18 +43,27 @@ local function ceil_div(a, b) return (a + b - 1) // b end
 function M.heuristic(shape)
   local T = shape.seq_len
   local vec = vec_for(T)
+  -- Rows of 16 or more elements that T % 4 leaves unaligned still get 16-byte
+  -- loads, split around their first aligned element.
+  local split = (vec < 4 and T >= 16) and 1 or 0
+  if split == 1 then vec = 4 end
   local nvec = T // vec
   local per_thread = vec == 4 and 2 or (vec == 2 and 4 or 8)
   local tpr = math.min(MAX_TPR, pow2_at_least(ceil_div(nvec, per_thread)))
+  if split == 1 then tpr = math.max(tpr, 4) end -- lanes 0..2 carry the up to 3 edge scalars
   local in_registers = ceil_div(nvec, tpr) * vec <= REG_ELEMS and 1 or 0
-  if in_registers == 0 then tpr = 512 end
+  if in_registers == 0 then
+    tpr = 512
+    if split == 1 then split, vec = 0, vec_for(T) end -- two passes keep plain loads
+  end
   return {
     vec = vec,
     threads_per_row = tpr,
     block = math.max(256, tpr),
     in_registers = in_registers,
-    head_fastest = (vec == 4 and shape.heads > 1) and 1 or 0,
+    head_fastest = (T % 4 == 0 and shape.heads > 1) and 1 or 0,
     unroll = 4,
+    split = split,
   }
 end
 
@@ -60,7 +72,15 @@ function M.validate(shape, t)
   local T = shape.seq_len
   local function pow2(n) return math.type(n) == "integer" and n > 0 and n & (n - 1) == 0 end
   if not (t.vec == 1 or t.vec == 2 or t.vec == 4) then return "vec must be 1, 2 or 4" end
-  if T % t.vec ~= 0 then return string.format("vec=%d does not divide T=%d", t.vec, T) end
+  if t.split ~= 0 and t.split ~= 1 then return "split must be 0 or 1" end
+  if t.split == 1 then
+    if t.vec ~= 4 or t.in_registers ~= 1 then return "split=1 needs vec=4 and in_registers=1" end
+    if T % 4 == 0 then return "split=1 is for T % 4 != 0" end
+    if T < 4 then return "split=1 needs T >= 4" end
+    if t.threads_per_row < 4 then return "split=1 needs threads_per_row >= 4 (for the edge scalars)" end
+  elseif T % t.vec ~= 0 then
+    return string.format("vec=%d does not divide T=%d", t.vec, T)
+  end
   if not pow2(t.threads_per_row) or t.threads_per_row > MAX_TPR then
     return "threads_per_row must be a power of two <= 1024"
   end
@@ -95,11 +115,18 @@ function M.candidates(shape)
     for _, block in ipairs({ 256, 512 }) do
       for _, hf in ipairs({ base.head_fastest, 1 - base.head_fastest }) do
         local t = { vec = base.vec, threads_per_row = tpr, block = math.max(block, tpr),
-                    in_registers = base.in_registers, head_fastest = hf, unroll = base.unroll }
+                    in_registers = base.in_registers, head_fastest = hf, unroll = base.unroll,
+                    split = base.split }
         if ceil_div(shape.seq_len // base.vec, tpr) * base.vec > REG_ELEMS then t.in_registers = 0 end
         add(t)
       end
     end
+  end
+  if base.split == 1 then -- the plain kernel of scalar (or pair) loads, for comparison
+    local vec = vec_for(shape.seq_len)
+    local tpr = math.min(MAX_TPR, pow2_at_least(ceil_div(shape.seq_len // vec, 8 // vec)))
+    add({ vec = vec, threads_per_row = tpr, block = math.max(256, tpr), in_registers = 1, head_fastest = 0,
+          unroll = 4, split = 0 })
   end
   return out
 end
@@ -108,13 +135,13 @@ function M.plan(shape, t, arch)
   local B, H, T = shape.batch, shape.heads, shape.seq_len
   local rows = B * H * T
   local rows_per_block = t.block // t.threads_per_row
-  local name = string.format("softmax_dropout_bwd_B%d_H%d_T%d_d%d_v%d_r%d_b%d_%s%s_u%d", B, H, T,
-    shape.dropout, t.vec, t.threads_per_row, t.block, t.in_registers == 1 and "reg" or "two",
-    t.head_fastest == 1 and "_hf" or "", t.unroll)
+  local name = string.format("softmax_dropout_bwd_B%d_H%d_T%d_d%d_v%d%s_r%d_b%d_%s%s_u%d", B, H, T,
+    shape.dropout, t.vec, t.split == 1 and "s" or "", t.threads_per_row, t.block,
+    t.in_registers == 1 and "reg" or "two", t.head_fastest == 1 and "_hf" or "", t.unroll)
   local source = render.render("softmax_dropout_bwd.cu", {
     B = B, H = H, T = T, VEC = t.vec, THREADS_PER_ROW = t.threads_per_row, BLOCK = t.block,
     DROPOUT = shape.dropout, IN_REGISTERS = t.in_registers, HEAD_FASTEST = t.head_fastest,
-    UNROLL = t.unroll, KERNEL_NAME = name,
+    UNROLL = t.unroll, SPLIT = t.split, KERNEL_NAME = name,
   })
   return {
     name = name,
@@ -122,6 +149,8 @@ function M.plan(shape, t, arch)
     grid = { ceil_div(rows, rows_per_block), 1, 1 },
     block = { t.block, 1, 1 },
     shared_bytes = 0,
+    -- Byte alignment the fp32 pointers need (the masks need a quarter of it).
+    align = (t.vec == 4) and 16 or 4 * t.vec,
   }
 end
 

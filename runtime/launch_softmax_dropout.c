@@ -26,9 +26,8 @@ attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const float *grad_
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "p_dropout = %g but the kernel was built with shape.dropout = %d (1 exactly when p > 0)",
                        (double)p_dropout, k->shape.dropout);
-    /* Rows start at row*T elements, so the vector width of T sets the alignment. */
-    const int64_t T = k->shape.seq_len;
-    const uintptr_t fa = T % 4 == 0 ? 16 : T % 2 == 0 ? 8 : 4, ba = fa / 4;
+    /* The plan says what its loads need: 16 bytes for float4 rows. */
+    const uintptr_t fa = k->plan.align, ba = fa / 4;
     attnbwd_status s;
     if ((s = check_ptr(grad_output, "grad_output", fa)) || (s = check_ptr(p_attn, "p_attn", fa)) ||
         (s = check_ptr(mask, "mask", ba)) || (s = check_ptr(grad_scores, "grad_scores", fa)))

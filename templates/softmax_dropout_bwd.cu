@@ -24,12 +24,13 @@ constexpr int kRowsPerBlock = kBlock / kTpr;
 constexpr int kDropout = {{DROPOUT}};
 constexpr int kInRegisters = {{IN_REGISTERS}}; // 1: the row stays in registers; 0: two passes
 constexpr int kHeadFastest = {{HEAD_FASTEST}};
+constexpr int kSplit = {{SPLIT}};          // 1: T % 4 != 0, rows split into scalars | 16-byte body | scalars
 constexpr int kUnroll = {{UNROLL}};        // two-pass mode: vectors in flight per thread
 constexpr i64 kRows = kB * kH * kT;
-constexpr int kNVec = (int)(kT / kVec);    // vectors per row
+constexpr int kNVec = (int)(kT / kVec);    // vectors per row (split rows: at most this many)
 constexpr int kPerThread = (kNVec + kTpr - 1) / kTpr;
 constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
-static_assert(kT % kVec == 0, "vector width must divide T");
+static_assert(kT % kVec == 0 || (kSplit && kVec == 4), "vector width must divide T");
 static_assert((kTpr & (kTpr - 1)) == 0 && kTpr <= kBlock && kBlock % kTpr == 0, "bad tiles");
 
 // Loads of kVec floats: streaming (read once, evict first) for the big tensors.
@@ -113,7 +114,66 @@ extern "C" __global__ void __launch_bounds__(kBlock)
     float *out = grad_scores + row * kT;
     (void)keep_scale; (void)dm;
 
-#if {{IN_REGISTERS}}
+#if {{SPLIT}}
+    // T % 4 != 0: a row starts 16-byte aligned only every fourth row. Up to 3
+    // scalars before the first aligned element (`head`), 16-byte vectors, up
+    // to 3 scalars after; the dropout mask shares the row's offsets, so its
+    // 4-byte words line up with the vectors; the shared mask row does not,
+    // and is read a byte at a time (from L1: neighbouring heads reuse it).
+    const int head = (int)((4 - (row * kT) % 4) % 4);
+    const int nbody = (int)((kT - head) / 4), tail0 = head + 4 * nbody, ntail = (int)kT - tail0;
+    Vec<4> g[kPerThread], p[kPerThread];
+    unsigned m[kPerThread];
+    float gh = 0.f, ph = 0.f, gt = 0.f, pt = 0.f;
+    bool mh = false, mt = false;
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+        const int v = k * kTpr + lane;
+        const bool in = live && ((k + 1) * kTpr <= kNVec - 1 || v < nbody);
+        m[k] = 0;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) g[k].v[e] = p[k].v[e] = 0.f;
+        if (in) {
+            const i64 o = head + (i64)v * 4;
+            g[k].load(go + o);
+            p[k].load(pa + o);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) m[k] |= (unsigned)(__ldg(mk + o + e) != 0) << (8 * e);
+            if (kDropout) {
+                const unsigned d = __ldcs(reinterpret_cast<const unsigned *>(dm + o));
+#pragma unroll
+                for (int e = 0; e < 4; ++e) g[k].v[e] = byte_set(d, e) ? g[k].v[e] * keep_scale : 0.f;
+            }
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s = fmaf(p[k].v[e], g[k].v[e], s);
+    }
+    if (live && lane < head) {
+        gh = __ldcs(go + lane); ph = __ldcs(pa + lane); mh = __ldg(mk + lane) != 0;
+        if (kDropout) gh = __ldcs(dm + lane) ? gh * keep_scale : 0.f;
+    }
+    if (live && lane < ntail) {
+        const int j = tail0 + lane;
+        gt = __ldcs(go + j); pt = __ldcs(pa + j); mt = __ldg(mk + j) != 0;
+        if (kDropout) gt = __ldcs(dm + j) ? gt * keep_scale : 0.f;
+    }
+    s = fmaf(ph, gh, s);
+    s = fmaf(pt, gt, s);
+    s = row_sum(s, scratch);
+#pragma unroll
+    for (int k = 0; k < kPerThread; ++k) {
+        const int v = k * kTpr + lane;
+        if (live && ((k + 1) * kTpr <= kNVec - 1 || v < nbody)) {
+            Vec<4> o;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) o.v[e] = byte_set(m[k], e) ? p[k].v[e] * (g[k].v[e] - s) : 0.f;
+            o.store(out + head + (i64)v * 4);
+        }
+    }
+    if (live && lane < head) __stcs(out + lane, mh ? ph * (gh - s) : 0.f);
+    if (live && lane < ntail) __stcs(out + tail0 + lane, mt ? pt * (gt - s) : 0.f);
+#elif {{IN_REGISTERS}}
     Vec<kVec> g[kPerThread], p[kPerThread];
     unsigned m[kPerThread];
     float s = 0.f;

@@ -99,7 +99,7 @@ static void launch_errors(void **state) {
     assert_int_equal(attnbwd_get_kernel(ctx, &s, &k0), ATTNBWD_OK);
     s.dropout = 1;
     assert_int_equal(attnbwd_get_kernel(ctx, &s, &k1), ATTNBWD_OK);
-    s = test_shape(1, 2, 17, 1);
+    s = test_shape(1, 2, 7, 1);
     assert_int_equal(attnbwd_get_kernel(ctx, &s, &odd), ATTNBWD_OK);
     float *f = (float *)(uintptr_t)0x10000; /* never dereferenced: checks come first */
     uint8_t *m = (uint8_t *)(uintptr_t)0x20000;
@@ -123,7 +123,7 @@ static void launch_errors(void **state) {
                   "p_attn");
     EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k1, f, f, m, m, 0.1f, f + 2, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
                   "16-byte aligned");
-    /* T = 17 has scalar loads: 4-byte alignment is enough. Without a GPU the
+    /* T = 7 has scalar loads: 4-byte alignment is enough. Without a GPU the
      * launch itself is what fails, and it says so. */
     attnbwd_status st = attnbwd_softmax_dropout_bwd(odd, f + 1, f + 3, m + 1, m + 5, 0.1f, f + 1, NULL);
     attnbwd_ctx_info info;
@@ -287,7 +287,7 @@ static void generate_source(void **state) {
     assert_int_equal(attnbwd_generate(ctx, &s, &src, &tiles), ATTNBWD_OK);
     assert_non_null(strstr(src, "extern \"C\" __global__"));
     assert_non_null(strstr(src, "kT = 541"));
-    assert_non_null(strstr(tiles, "vec=1")); /* 541 is odd */
+    assert_non_null(strstr(tiles, "split=1")); /* 541 is odd: 16-byte loads around the aligned middle */
     assert_null(strstr(src, "{{"));
     attnbwd_free(src);
     attnbwd_free(tiles);
@@ -385,11 +385,11 @@ static void tuning_tables(void **state) {
     (void)state;
     log_counts lc = {0};
     attnbwd_ctx *ctx = test_open(NULL, &lc);
-    assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* heuristic */
+    assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "block=256 head_fastest=1")); /* heuristic */
     attnbwd_close(ctx);
     setenv("ATTNBWD_GPU_MODEL", "NVIDIA H200", 1);
     ctx = test_open(NULL, &lc);
-    assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=64")); /* shipped entry */
+    assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "block=512 head_fastest=0")); /* shipped entry */
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
@@ -401,12 +401,13 @@ static void tuning_tables(void **state) {
                "  ['softmax_dropout_bwd B=1 H=16 T=919 dropout=0'] = 'block=512 head_fastest=0 in_registers=1 "
                "threads_per_row=32 unroll=4 vec=1',\n"
                "  ['softmax_dropout_bwd B=1 H=16 T=777 dropout=0'] = 'block=256 head_fastest=0 in_registers=1 "
-               "threads_per_row=32 unroll=4 vec=4',\n"
+               "split=0 threads_per_row=32 unroll=4 vec=4',\n"
                "} }\n");
     fclose(f);
     ctx = test_open(dir, &lc);
     assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=32")); /* the user's wins */
-    assert_non_null(strstr(tiles_of(ctx, 1, 16, 777, 0), "vec=1"));              /* vec=4 cannot fit T=777 */
+    /* Plain 16-byte loads cannot fit T=777: the heuristic's choice instead. */
+    assert_non_null(strstr(tiles_of(ctx, 1, 16, 777, 0), "threads_per_row=128"));
     attnbwd_close(ctx);
     setenv("ATTNBWD_GPU_MODEL", "NVIDIA H100 80GB HBM3", 1);
     ctx = test_open(dir, &lc);

@@ -384,7 +384,7 @@ static void test_lua_script(void **state)
                "assert(#cands > 1, 'several candidates')\n"
                "local k = a.compile(c, cands[2])\n"
                "assert(k.tiles == cands[2], k.tiles)\n"
-               "local nok, why = a.try_compile(c, 'vec=4')\n"
+               "local nok, why = a.try_compile(c, 'split=0 vec=4')\n"
                "assert(nok == nil and why:find('does not divide T=17'), why)\n"
                "assert(a.tuning_key(c) == 'softmax_dropout_bwd B=2 H=3 T=17 dropout=1')\n"
                "assert(#a.suite('sol066_workload') == 16)\n"

@@ -24,10 +24,18 @@ static long tile(const char *tiles, const char *key) {
 static void check_plan(const attnbwd_shape *s, const kernel_plan *p) {
     const long vec = tile(p->tiles, "vec"), tpr = tile(p->tiles, "threads_per_row");
     const long block = tile(p->tiles, "block"), inreg = tile(p->tiles, "in_registers");
+    const long split = tile(p->tiles, "split");
     const int64_t T = s->seq_len, rows = s->batch * s->heads * T;
-    if (T % vec) fail_msg("T=%lld: vec=%ld does not divide it", (long long)T, vec);
-    if ((T % 4 == 0 && vec != 4) || (T % 4 && T % 2 == 0 && vec != 2))
-        fail_msg("T=%lld: vec=%ld is narrower than T allows", (long long)T, vec);
+    if (split) {
+        /* Unaligned rows: 16-byte loads around the first aligned element. */
+        if (vec != 4 || T % 4 == 0 || !inreg || tpr < 4)
+            fail_msg("T=%lld: split with vec=%ld threads_per_row=%ld", (long long)T, vec, tpr);
+        assert_int_equal(p->align, 16);
+    } else {
+        if (T % vec) fail_msg("T=%lld: vec=%ld does not divide it", (long long)T, vec);
+        assert_int_equal(p->align, 4 * vec);
+    }
+    if (T % 4 == 0 && vec != 4) fail_msg("T=%lld: vec=%ld is narrower than T allows", (long long)T, vec);
     assert_true(tpr >= 1 && tpr <= 1024 && (tpr & (tpr - 1)) == 0);
     assert_true(block >= tpr && block % tpr == 0 && block <= 1024);
     assert_int_equal(p->block[0], (unsigned)block);
@@ -97,8 +105,10 @@ static void overrides(void **state) {
     assert_int_equal(gen_plan(g, &s, "sm_90", "colour=7", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "unknown tile 'colour'"));
     s.seq_len = 511;
-    assert_int_equal(gen_plan(g, &s, "sm_90", "vec=4", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_int_equal(gen_plan(g, &s, "sm_90", "split=0 vec=4", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "does not divide T=511"));
+    assert_int_equal(gen_plan(g, &s, "sm_90", "split=1 in_registers=0", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "split=1 needs vec=4 and in_registers=1"));
     gen_close(g);
 }
 
