@@ -79,24 +79,17 @@ static const char *to_case(lua_State *L, int t, suite_case *c) {
     return NULL;
 }
 
+/* The shape table the tile scripts take, plus what a check needs. */
 static void push_case(lua_State *L, const suite_case *c) {
-    lua_createtable(L, 0, 9);
-    lua_pushstring(L, problem_names[c->shape.problem]);
-    lua_setfield(L, -2, "problem");
-    lua_pushinteger(L, c->shape.batch);
-    lua_setfield(L, -2, "batch");
-    lua_pushinteger(L, c->shape.heads);
-    lua_setfield(L, -2, "heads");
-    lua_pushinteger(L, c->shape.seq_len);
-    lua_setfield(L, -2, "seq_len");
-    lua_pushinteger(L, c->shape.dropout);
-    lua_setfield(L, -2, "dropout");
+    gen_push_shape(L, &c->shape);
     lua_pushnumber(L, c->p_dropout);
     lua_setfield(L, -2, "p_dropout");
     lua_pushnumber(L, c->atol);
     lua_setfield(L, -2, "atol");
     lua_pushnumber(L, c->rtol);
     lua_setfield(L, -2, "rtol");
+    lua_pushnumber(L, c->match_ratio);
+    lua_setfield(L, -2, "match_ratio");
     lua_pushstring(L, c->name);
     lua_setfield(L, -2, "name");
 }
