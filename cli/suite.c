@@ -404,9 +404,13 @@ static attnbwd_status parse_lua(const source *src, case_list *out) {
     lua_State *L = luaL_newstate();
     if (!L)
         return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "suite %s: cannot create a Lua state", src->where);
-    /* Base library only: a suite is data, it needs no io, os or require. */
+    /* A suite is data: string, table and math to build it, but no io, os or
+     * require. */
     luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
-    lua_pop(L, 1);
+    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    lua_pop(L, 4);
 
     attnbwd_status st = ATTNBWD_OK;
     char chunk[520];

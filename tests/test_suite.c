@@ -140,7 +140,7 @@ static void test_lua_suite(void **state) {
                "}\n"
                "for t = 1000, 1001 do\n"
                "  cases[#cases + 1] = { problem = 'softmax_dropout_bwd', batch = 1, heads = 5, seq_len = t,\n"
-               "                        atol = 2e-5, rtol = 0, match_ratio = 1, name = 'odd ' .. t }\n"
+               "                        atol = 2e-5, rtol = 0, match_ratio = 1, name = string.format('odd %d', t) }\n"
                "end\n"
                "cases[#cases + 1] = { problem = 'edit_attention_bwd', batch = 4, seq_len = 640, atol = 0.053 }\n"
                "return cases\n");
