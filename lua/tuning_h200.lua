@@ -7,8 +7,8 @@
 -- that the heuristic picks; the other four run the split kernel, faster than
 -- their scalar winners in bench.py (T = 131, 293, 373, 919: 9.0, 11.6, 73.5,
 -- 48.1 us against 9.2, 12.4, 82.9, 51.9). The split kernel's tiles are not
--- explored yet. (explore's own medians run lower than bench.py's: it does not
--- hide the host's launch time; compare times of one method only.)
+-- explored yet. (explore's medians come from another harness than bench.py's;
+-- compare times of one method only.)
 return {
   gpu = "NVIDIA H200",
   entries = {
