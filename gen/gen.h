@@ -5,6 +5,17 @@
 
 #include "attnbwd.h"
 
+/* One kernel launch of a plan with several (problem 2): its function, its
+ * launch shape, and its arguments by name ("in:grad_output", "ws:4096",
+ * "f32:scale", "i64:24736"...; the problem's launch entry binds them). */
+typedef struct plan_launch {
+    char *name;
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;
+    char **args;
+    int n_args;
+} plan_launch;
+
 typedef struct kernel_plan {
     char *name;           /* kernel function name */
     char *source;         /* complete CUDA source */
@@ -12,6 +23,9 @@ typedef struct kernel_plan {
     unsigned grid[3], block[3];
     unsigned shared_bytes;
     unsigned align;       /* byte alignment the kernel's fp32 pointers need (masks: align / 4) */
+    plan_launch *launches; /* NULL for a single-kernel plan (the fields above) */
+    int n_launches;
+    size_t workspace_bytes;
 } kernel_plan;
 
 typedef struct gen_state gen_state;

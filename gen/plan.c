@@ -83,6 +83,66 @@ static int dims_field(lua_State *L, int t, const char *k, unsigned d[3]) {
     return ok;
 }
 
+#define MAX_LAUNCHES 64
+#define MAX_ARGS 16
+
+static attnbwd_status read_launch(lua_State *L, int t, plan_launch *l) {
+    lua_getfield(L, t, "name");
+    l->name = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
+    lua_pop(L, 1);
+    if (!l->name) return err_set(ATTNBWD_ERR_LUA, "Lua: a launch of plan() has no name");
+    if (!dims_field(L, t, "grid", l->grid) || !dims_field(L, t, "block", l->block) || l->grid[1] > 65535 ||
+        l->grid[2] > 65535 || (uint64_t)l->block[0] * l->block[1] * l->block[2] > 1024)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s has a grid or block past CUDA's limits", l->name);
+    lua_getfield(L, t, "args");
+    int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
+    if (n < 0 || n > MAX_ARGS) {
+        lua_pop(L, 1);
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s needs an args list of at most %d", l->name, MAX_ARGS);
+    }
+    l->args = calloc((size_t)n + 1, sizeof *l->args);
+    for (int i = 0; l->args && i < n; ++i) {
+        lua_rawgeti(L, -1, i + 1);
+        l->args[i] = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
+        lua_pop(L, 1);
+        if (!l->args[i]) break;
+        l->n_args = i + 1;
+    }
+    lua_pop(L, 1);
+    if (!l->args || l->n_args != n) return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s has an argument that is not a string", l->name);
+    return ATTNBWD_OK;
+}
+
+static attnbwd_status read_launches(lua_State *L, int t, kernel_plan *p) {
+    lua_getfield(L, t, "launches");
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return ATTNBWD_OK;
+    }
+    int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : 0;
+    attnbwd_status s = ATTNBWD_OK;
+    if (n < 1 || n > MAX_LAUNCHES)
+        s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() launches must be a list of 1 to %d", MAX_LAUNCHES);
+    else if (!(p->launches = calloc((size_t)n, sizeof *p->launches)))
+        s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; s == ATTNBWD_OK && i < n; ++i) {
+        lua_rawgeti(L, -1, i + 1);
+        p->n_launches = i + 1;
+        s = lua_istable(L, -1) ? read_launch(L, lua_gettop(L), &p->launches[i])
+                               : err_set(ATTNBWD_ERR_LUA, "Lua: launch %d of plan() is not a table", i + 1);
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+    lua_getfield(L, t, "workspace_bytes");
+    int isnum;
+    lua_Integer ws = lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (s == ATTNBWD_OK && (!isnum || ws < 0))
+        s = err_set(ATTNBWD_ERR_LUA, "Lua: a plan with launches needs workspace_bytes >= 0");
+    p->workspace_bytes = s == ATTNBWD_OK ? (size_t)ws : 0;
+    return s;
+}
+
 static attnbwd_status read_plan(lua_State *L, int t, kernel_plan *p) {
     memset(p, 0, sizeof *p);
     p->name = dup_field(L, t, "name");
@@ -108,7 +168,7 @@ static attnbwd_status read_plan(lua_State *L, int t, kernel_plan *p) {
     if (!isnum || (al != 4 && al != 8 && al != 16))
         return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned align other than 4, 8 or 16");
     p->align = (unsigned)al;
-    return ATTNBWD_OK;
+    return read_launches(L, t, p);
 }
 
 attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *arch,
@@ -191,6 +251,12 @@ attnbwd_status gen_candidates(gen_state *g, const attnbwd_shape *shape, char ***
 
 void kernel_plan_free(kernel_plan *p) {
     if (!p) return;
+    for (int i = 0; i < p->n_launches; ++i) {
+        for (int a = 0; a < p->launches[i].n_args; ++a) free(p->launches[i].args[a]);
+        free(p->launches[i].args);
+        free(p->launches[i].name);
+    }
+    free(p->launches);
     free(p->name);
     free(p->source);
     free(p->tiles);

@@ -90,6 +90,13 @@ ATTNBWD_API attnbwd_status attnbwd_open(const attnbwd_options *opt, attnbwd_ctx 
 /* Unloads every module and frees every kernel of the context. NULL is fine. */
 ATTNBWD_API void attnbwd_close(attnbwd_ctx *ctx);
 
+/* Matrix products of problem 2: fp32 accumulation always. */
+typedef enum attnbwd_precision {
+    ATTNBWD_PRECISION_TF32 = 0, /* tensor cores on TF32 operands (default) */
+    ATTNBWD_PRECISION_FP32 = 1, /* exact fp32 FMA, no tensor cores */
+    ATTNBWD_PRECISION_FP16 = 2  /* tensor cores on fp16 operands */
+} attnbwd_precision;
+
 /* Everything that changes the generated code. Unused fields must be 0. */
 typedef struct attnbwd_shape {
     attnbwd_problem problem;
@@ -97,7 +104,7 @@ typedef struct attnbwd_shape {
     int64_t heads;     /* problem 1: n_heads; problem 2: must be 0 or 16 */
     int64_t seq_len;
     int dropout;       /* problem 1: 1 when p_dropout > 0 will be passed, else 0 */
-    int precision;     /* problem 2 (later): 0 default */
+    int precision;     /* problem 2: an attnbwd_precision; problem 1: 0 */
 } attnbwd_shape;
 
 typedef struct attnbwd_kernel attnbwd_kernel;

@@ -5,6 +5,7 @@ local render = require "render"
 
 local problems = {
   softmax_dropout_bwd = "softmax_dropout",
+  edit_attention_bwd = "edit_attention",
 }
 
 local M = {}

@@ -149,17 +149,28 @@ static void leave(int pushed) {
     if (pushed == 1) p_cuCtxPopCurrent(&dummy);
 }
 
-attnbwd_status drv_module_load(drv_device *dev, const void *cubin, const char *func_name,
-                               unsigned shared_bytes, void **module, void **function) {
+attnbwd_status drv_module_load(drv_device *dev, const void *cubin, void **module) {
     attnbwd_status status = ATTNBWD_OK;
     CUmodule mod = NULL;
-    CUfunction fn = NULL;
-    *module = *function = NULL;
+    *module = NULL;
     if (!dev->retained) return err_set(ATTNBWD_ERR_NO_DEVICE, "no device is open");
     int pushed = enter(dev, &status);
     if (pushed < 0) return status;
     CU_CHECK(p_cuModuleLoadData(&mod, cubin));
-    CU_CHECK(p_cuModuleGetFunction(&fn, mod, func_name));
+    *module = mod;
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_module_function(drv_device *dev, void *module, const char *func_name, unsigned shared_bytes,
+                                   void **function) {
+    attnbwd_status status = ATTNBWD_OK;
+    CUfunction fn = NULL;
+    *function = NULL;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuModuleGetFunction(&fn, (CUmodule)module, func_name));
     if (shared_bytes > 48 * 1024) {
         if (shared_bytes > dev->max_shared_optin) {
             status = err_set(ATTNBWD_ERR_UNSUPPORTED, "kernel %s needs %u bytes of shared memory; the device allows %zu",
@@ -168,11 +179,8 @@ attnbwd_status drv_module_load(drv_device *dev, const void *cubin, const char *f
         }
         CU_CHECK(p_cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes));
     }
-    *module = mod;
     *function = fn;
-    mod = NULL;
 cleanup:
-    if (mod) p_cuModuleUnload(mod);
     leave(pushed);
     return status;
 }

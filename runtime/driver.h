@@ -27,10 +27,13 @@ int drv_version(void);
 attnbwd_status drv_device_open(int ordinal, drv_device *dev);
 void drv_device_close(drv_device *dev);
 
-/* Load a cubin into the primary context and get its function; raises the
- * dynamic shared-memory limit when shared_bytes > 48 KiB. */
-attnbwd_status drv_module_load(drv_device *dev, const void *cubin, const char *func_name,
-                               unsigned shared_bytes, void **module, void **function);
+/* Load a cubin into the primary context. */
+attnbwd_status drv_module_load(drv_device *dev, const void *cubin, void **module);
+
+/* A function of a loaded module; raises its dynamic shared-memory limit when
+ * shared_bytes > 48 KiB. */
+attnbwd_status drv_module_function(drv_device *dev, void *module, const char *func_name, unsigned shared_bytes,
+                                   void **function);
 void drv_module_unload(drv_device *dev, void *module);
 
 /* cuLaunchKernel in the primary context on `stream`. */

@@ -26,7 +26,8 @@ struct attnbwd_kernel {
     /* Loaded into the primary context at the first launch. */
     pthread_mutex_t load_mu;
     void *module;
-    _Atomic(void *) function;
+    void **functions;        /* one per plan.launches entry (problem 2) */
+    _Atomic(void *) function; /* the plan's own kernel; set last: "loaded" */
 };
 
 /* The memory cache: shape (+ tile override) -> kernel, with a "being built"

@@ -1,0 +1,112 @@
+// Matrix products of the edit-attention backward: one tile routine that every
+// GEMM kernel of the module instantiates with its own compile-time shape.
+//   C[z] = alpha * op(A[z]) @ op(B[z]),  op(A): [M, K], op(B): [K, N], row-major
+// with lda/ldb/ldc and a two-level batch z = z1 * INNER + z0 (batch, head).
+// A block is 4 warps as 2 x 2, each a 32 x 32 piece of the 64 x 64 tile, made
+// of m16n8k8 MMAs on TF32 operands (fp32 accumulation), or of exact fp32 FMAs
+// over the same fragment ownership when TF32 is 0.
+namespace gemm {
+typedef long long i64;
+constexpr int BM = 64, BN = 64, BK = 16, PAD = 8; // PAD: rows of shared memory land on distinct banks
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, i64 LDC, bool TA, bool TB, bool TF32, int INNER, i64 SA1,
+          i64 SA0, i64 SB1, i64 SB0, i64 SC1, i64 SC0>
+__device__ __forceinline__ void tile(const float *__restrict__ A, const float *__restrict__ B,
+                                     float *__restrict__ C, float alpha) {
+    __shared__ float As[BK][BM + PAD]; // k-major: fragments read along m
+    __shared__ float Bs[BK][BN + PAD];
+    const i64 z = blockIdx.z, z1 = z / INNER, z0 = z % INNER;
+    A += z1 * SA1 + z0 * SA0;
+    B += z1 * SB1 + z0 * SB0;
+    C += z1 * SC1 + z0 * SC0;
+    const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int wm = (warp / 2) * 32, wn = (warp % 2) * 32;
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+
+    for (i64 k0 = 0; k0 < K; k0 += BK) {
+        // Consecutive threads take consecutive addresses of whichever layout A has.
+        for (int e = tid; e < BM * BK; e += 128) {
+            const int mm = TA ? e % BM : e / BK, kk = TA ? e / BM : e % BK;
+            const i64 gm = m0 + mm, gk = k0 + kk;
+            As[kk][mm] = (gm < M && gk < K) ? (TA ? A[gk * LDA + gm] : A[gm * LDA + gk]) : 0.f;
+        }
+        for (int e = tid; e < BN * BK; e += 128) {
+            const int nn = TB ? e / BK : e % BN, kk = TB ? e % BK : e / BN;
+            const i64 gn = n0 + nn, gk = k0 + kk;
+            Bs[kk][nn] = (gn < N && gk < K) ? (TB ? B[gn * LDB + gk] : B[gk * LDB + gn]) : 0.f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 8) {
+            if (TF32) {
+                // Fragments of m16n8k8 (PTX ISA): A a0 (g, t) a1 (g+8, t) a2 (g, t+4)
+                // a3 (g+8, t+4); B b0 (k=t, n=g) b1 (k=t+4, n=g).
+                unsigned a[2][4], b[4][2];
+#pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    const int r = wm + i * 16 + g;
+                    a[i][0] = to_tf32(As[kk + t][r]);
+                    a[i][1] = to_tf32(As[kk + t][r + 8]);
+                    a[i][2] = to_tf32(As[kk + t + 4][r]);
+                    a[i][3] = to_tf32(As[kk + t + 4][r + 8]);
+                }
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int c = wn + j * 8 + g;
+                    b[j][0] = to_tf32(Bs[kk + t][c]);
+                    b[j][1] = to_tf32(Bs[kk + t + 4][c]);
+                }
+#pragma unroll
+                for (int i = 0; i < 2; ++i)
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) mma_tf32(acc[i][j], a[i], b[j]);
+            } else {
+#pragma unroll
+                for (int k = kk; k < kk + 8; ++k)
+#pragma unroll
+                    for (int i = 0; i < 2; ++i)
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) {
+                            const int r = wm + i * 16 + g, c = wn + j * 8 + 2 * t;
+                            acc[i][j][0] = fmaf(As[k][r], Bs[k][c], acc[i][j][0]);
+                            acc[i][j][1] = fmaf(As[k][r], Bs[k][c + 1], acc[i][j][1]);
+                            acc[i][j][2] = fmaf(As[k][r + 8], Bs[k][c], acc[i][j][2]);
+                            acc[i][j][3] = fmaf(As[k][r + 8], Bs[k][c + 1], acc[i][j][3]);
+                        }
+            }
+        }
+        __syncthreads();
+    }
+    // Accumulators: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1).
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const i64 r = m0 + wm + i * 16 + g, c = n0 + wn + j * 8 + 2 * t;
+            if (r < M && c < N) C[r * LDC + c] = alpha * acc[i][j][0];
+            if (r < M && c + 1 < N) C[r * LDC + c + 1] = alpha * acc[i][j][1];
+            if (r + 8 < M && c < N) C[(r + 8) * LDC + c] = alpha * acc[i][j][2];
+            if (r + 8 < M && c + 1 < N) C[(r + 8) * LDC + c + 1] = alpha * acc[i][j][3];
+        }
+}
+} // namespace gemm
