@@ -1,33 +1,48 @@
 #!/usr/bin/env python3
-"""Benchmark of attnbwd against PyTorch eager, torch.compile and the memory floor.
+"""Benchmark of attnbwd against PyTorch eager, torch.compile and the floor.
 
 Run (on the GPU machine, from the repository root):
 
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol066_workload.jsonl \
         --json out.json --png out.png
 
+Problem 2 (edit attention backward; rows without n_heads; enables ATTNBWD_EXPERIMENTAL=edit_attention itself):
+
+    python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl
+
 Quick try:  python3 bench/bench.py --only 3 --tools ours,eager
-Options:    --tools ours,eager,compile   --iters 50   --warmup 10   --only N|i,j,k
-            --no-check   --seed 0   --copy-gib 4   --delay-cycles 1000000
+Options:    --tools ours,eager,compile,eager_tf32,compile_tf32   --iters 50   --warmup 10   --only N|i,j,k
+            --no-check   --seed 0   --copy-gib 4   --delay-cycles 1000000   --precision tf32|fp32 (problem 2)
+Tools:      by default problem 1 runs ours,eager,compile and problem 2 ours,eager,eager_tf32,compile_tf32;
+            eager and compile run fp32 (PyTorch's default, allow_tf32 False), the _tf32 ones with
+            torch.backends.cuda.matmul.allow_tf32 = True ("torch.compile (TF32 allowed)"); a problem skips the
+            tools of --tools that it has not.
 
 What it does, in one process:
   * loads libattnbwd with ctypes, opens a context, gets one kernel per workload;
   * for every workload of the suite file(s) draws inputs as the public benchmark does, runs each tool
     once on a NaN-filled output and checks it against a float64 reference (|out-ref| <= atol + rtol*|ref|
-    on >= 99% of the elements, no NaN/Inf);
+    on >= 99% of the elements, no NaN/Inf; problem 2: on each of its 8 outputs, >= the row's
+    required_match_ratio (0.98), the worst output reported);
   * times every tool the same way: L2 flushed (a 2x-L2 buffer zeroed) before EVERY iteration, 10 warm-ups,
     median of 50, device time from a CUDA event pair recorded after the flush, around the tool's work alone
     (a GPU-side spin after the flush hides the host's launch overhead: see Timer);
   * measures, in the same run and the same way, the copy bandwidth (a large device-to-device copy, bytes
     read + written) and the cost of one minimal kernel; floor = floor bytes / copy bandwidth and
-    reachable = max(floor, minimal kernel);
-  * prints a table (and geometric means), writes JSON and a PNG of the fraction of the floor reached.
+    reachable = max(floor, minimal kernel). Problem 2 has matrix work too: the run also measures the TF32
+    rate (an 8192^3 torch.matmul, median of 10) and its floor = max(matrix flops / TF32 rate, floor bytes /
+    copy bandwidth) (docs/spec/edit_attention_bwd.md, "Work that must be done"); achieved TFLOP/s = matrix
+    flops / time;
+  * prints a table (and geometric means) per problem, writes JSON and a PNG of the fraction of the floor reached
+    (a subplot per problem).
 
-Problems are small classes (make_inputs, ours, torch reference, check, floor_bytes): problem 2 (edit
-attention backward) is added by writing one more class and listing it in PROBLEMS.
+Problems are small classes (make_inputs, ours, torch reference, check, floor_bytes, floor_flops for matrix
+work) listed in PROBLEMS; a row goes to the first that accepts it (problem 1: axes with n_heads; problem 2:
+batch_size and seq_len without n_heads).
 """
 
 import argparse
+import contextlib
 import ctypes
 import datetime
 import gc
@@ -98,6 +113,22 @@ class KernelInfo(ctypes.Structure):
     ]
 
 
+EDIT_INPUTS = ["grad_output", "hidden_states", "edit_region_mask", "qkv_weight", "qkv_bias", "out_weight",
+               "out_bias", "edit_region_bias", "within_edit_bias", "cross_edit_bias", "attention_mask", "query", "key",
+               "value", "attention_scores", "attention_probs", "attention_probs_dropped", "attention_output",
+               "dropout_mask"]
+EDIT_OUTPUTS = ["grad_hidden_states", "grad_qkv_weight", "grad_qkv_bias", "grad_out_weight", "grad_out_bias",
+                "grad_edit_region_bias", "grad_within_edit_bias", "grad_cross_edit_bias"]
+
+
+class EditAttentionArgs(ctypes.Structure):
+    """struct attnbwd_edit_attention_args: 19 input pointers, scale, dropout_p, 8 output pointers, workspace"""
+    _fields_ = ([(name, ctypes.c_void_p) for name in EDIT_INPUTS]
+                + [("scale", ctypes.c_float), ("dropout_p", ctypes.c_float)]
+                + [(name, ctypes.c_void_p) for name in EDIT_OUTPUTS]
+                + [("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)])
+
+
 class AttnbwdError(RuntimeError):
     pass
 
@@ -134,6 +165,11 @@ class Library:
             c_void_p,  # stream
         ]
         lib.attnbwd_softmax_dropout_bwd.restype = c_int
+        if hasattr(lib, "attnbwd_edit_attention_bwd"):  # problem 2; absent from older builds
+            lib.attnbwd_edit_attention_workspace.argtypes = [c_void_p]
+            lib.attnbwd_edit_attention_workspace.restype = ctypes.c_size_t
+            lib.attnbwd_edit_attention_bwd.argtypes = [c_void_p, ctypes.POINTER(EditAttentionArgs), c_void_p]
+            lib.attnbwd_edit_attention_bwd.restype = c_int
         self.lib = lib
 
         opt = Options()
@@ -190,6 +226,17 @@ def stream_handle():
 # Problems
 # ----------------------------------------------------------------------------------------------
 
+@contextlib.contextmanager
+def tf32_matmul(enabled):
+    """torch.backends.cuda.matmul.allow_tf32 set to enabled inside, restored after."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
 def softmax_dropout_bwd_torch(grad_output, p_attn, mask, dropout_mask, p_dropout):
     """The spec's formula in PyTorch, fp32, bool masks (eager reference; also what torch.compile gets)."""
     if p_dropout > 0:
@@ -205,6 +252,8 @@ class SoftmaxDropoutBwd:
 
     name = "softmax_dropout_bwd"
     torch_fn = staticmethod(softmax_dropout_bwd_torch)
+    tools = ("ours", "eager", "compile")  # the default tools, and those it can run
+    label_name = "B,H,T,p"
 
     @staticmethod
     def accepts(row):
@@ -291,7 +340,237 @@ class SoftmaxDropoutBwd:
                 "required_ratio": need, "max_abs_err": max_abs, "atol": atol, "rtol": rtol}
 
 
-PROBLEMS = [SoftmaxDropoutBwd()]
+def edit_attention_bwd_torch(grad_output, hidden_states, edit_region_mask, qkv_weight, qkv_bias, out_weight,
+                             out_bias, edit_region_bias, within_edit_bias, cross_edit_bias, attention_mask, query,
+                             key, value, attention_scores, attention_probs, attention_probs_dropped,
+                             attention_output, dropout_mask, scale, dropout_p):
+    """The spec's backward formulas in PyTorch, in the inputs' dtype (fp32 for eager and torch.compile, float64
+    for the reference). Returns the 8 gradients in the spec's order. qkv_bias, out_bias, edit_region_bias's values
+    and attention_scores are not needed."""
+    B, T, C = grad_output.shape
+    H, D = query.shape[1], query.shape[3]
+    go = grad_output.reshape(B * T, C)
+    grad_out_weight = go.t() @ attention_output.reshape(B * T, C)
+    grad_out_bias = go.sum(0)
+    gA = (go @ out_weight).view(B, T, H, D).transpose(1, 2)  # [B,H,T,D]
+    gPd = gA @ value.transpose(-1, -2)
+    gV = attention_probs_dropped.transpose(-1, -2) @ gA
+    gP = gPd * dropout_mask / (1.0 - dropout_p) if dropout_p > 0 else gPd
+    gS = attention_probs * (gP - (gP * attention_probs).sum(-1, keepdim=True))
+    gS = gS.masked_fill(attention_mask[:, None, None, :] == 0, 0.0)
+    mi = edit_region_mask[:, None, :, None]  # query i
+    mj = edit_region_mask[:, None, None, :]  # key j
+    grad_within = (gS * (mi * mj)).sum((0, 2, 3)).reshape(within_edit_bias.shape)
+    grad_cross = (gS * (mi * (1 - mj) + (1 - mi) * mj)).sum((0, 2, 3)).reshape(cross_edit_bias.shape)
+    P = edit_region_bias.shape[-1]
+    grad_edit_region_bias = torch.nn.functional.pad(gS.sum(0), (0, P - T, 0, P - T))  # zeros outside [:T,:T]
+    gS = gS * scale
+    gQ = gS @ key
+    gK = gS.transpose(-1, -2) @ query
+    # [3,B,H,T,D] -> [B,T,3,H,D]: column which*1024 + h*64 + d of qkv
+    grad_qkv = torch.stack((gQ, gK, gV)).permute(1, 3, 0, 2, 4).reshape(B * T, 3 * H * D)
+    grad_hidden_states = (grad_qkv @ qkv_weight).view(B, T, C)
+    grad_qkv_weight = grad_qkv.t() @ hidden_states.reshape(B * T, C)
+    grad_qkv_bias = grad_qkv.sum(0)
+    return (grad_hidden_states, grad_qkv_weight, grad_qkv_bias, grad_out_weight, grad_out_bias,
+            grad_edit_region_bias, grad_within, grad_cross)
+
+
+class EditAttentionBwd:
+    """Problem 2: region-aware self-attention with edit bias, backward (spec: edit_attention_bwd.md).
+
+    Matrix work as well as memory: the floor is max(matrix work / TF32 rate, bytes / copy bandwidth), both rates
+    measured in the same run."""
+
+    name = "edit_attention_bwd"
+    torch_fn = staticmethod(edit_attention_bwd_torch)
+    tools = ("ours", "eager", "eager_tf32", "compile_tf32", "compile")
+    default_tools = ("ours", "eager", "eager_tf32", "compile_tf32")
+    label_name = "B,T"
+    heads, head_dim, hidden, positions = 16, 64, 1024, 1024
+    precision = 0  # attnbwd_precision of our kernel, set by --precision
+    ref_slice_bytes = 512 << 20  # float64 reference: batch rows per slice so that a [b,16,T,T] tensor fits this
+    batched = ("grad_output", "hidden_states", "edit_region_mask", "attention_mask", "query", "key", "value",
+               "attention_scores", "attention_probs", "attention_probs_dropped", "attention_output", "dropout_mask")
+
+    def __init__(self):
+        self._ref = None  # (inputs, float64 reference): computed once per workload, shared by the tools
+
+    @staticmethod
+    def accepts(row):
+        a = row["axes"]
+        return "n_heads" not in a and "batch_size" in a and "seq_len" in a
+
+    @staticmethod
+    def dims(row):
+        a = row["axes"]
+        return a["batch_size"], a["seq_len"]
+
+    def label(self, row):
+        B, T = self.dims(row)
+        return f"{B},{T}"
+
+    def axes(self, row):
+        B, T = self.dims(row)
+        return {"B": B, "T": T}
+
+    def floor_flops(self, row):
+        """The spec's matrix work, 2 flops per multiply-add: four projection products and four attention ones."""
+        B, T = self.dims(row)
+        return 2 * (B * T * 8 * 2**20 + 4 * B * self.heads * T * T * self.head_dim)
+
+    def floor_bytes(self, row):
+        """probs and probs_dropped read once, the 64 MiB grad_edit_region_bias written."""
+        B, T = self.dims(row)
+        return 2 * B * self.heads * T * T * 4 + self.heads * self.positions * self.positions * 4
+
+    def make_inputs(self, row, seed):
+        """As the public benchmark draws them; the forward tensors in fp32 PyTorch (no TF32)."""
+        self._ref = None
+        B, T = self.dims(row)
+        H, D, C, P = self.heads, self.head_dim, self.hidden, self.positions
+        dev = torch.device("cuda")
+        g = torch.Generator(device=dev)
+        g.manual_seed(seed)
+
+        def randn(*shape):
+            return torch.randn(*shape, device=dev, generator=g)
+
+        x = {
+            "grad_output": randn(B, T, C),
+            "hidden_states": randn(B, T, C),
+            "edit_region_mask": torch.randint(0, 2, (B, T), device=dev, generator=g).float(),
+            "qkv_weight": 0.02 * randn(3 * C, C),
+            "qkv_bias": torch.zeros(3 * C, device=dev),
+            "out_weight": 0.02 * randn(C, C),
+            "out_bias": torch.zeros(C, device=dev),
+            "edit_region_bias": 0.02 * randn(H, P, P),
+            "within_edit_bias": 0.02 * randn(H, 1, 1),
+            "cross_edit_bias": 0.02 * randn(H, 1, 1),
+            "attention_mask": torch.ones(B, T, device=dev),
+        }
+        scale, p = 1.0 / 8.0, 0.1
+        with tf32_matmul(False):
+            qkv = x["hidden_states"] @ x["qkv_weight"].t() + x["qkv_bias"]  # [B,T,3072]
+            qkv = qkv.view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)  # [3,B,H,T,D]
+            q, k, v = (qkv[i].contiguous() for i in range(3))
+            del qkv
+            mi = x["edit_region_mask"][:, None, :, None]
+            mj = x["edit_region_mask"][:, None, None, :]
+            within = mi * mj
+            cross = mi * (1 - mj) + (1 - mi) * mj
+            scores = (q @ k.transpose(-1, -2)) * scale + x["edit_region_bias"][:, :T, :T]
+            scores += x["within_edit_bias"] * within + x["cross_edit_bias"] * cross  # [H,1,1] * [B,1,T,T]
+            del within, cross
+            scores.masked_fill_(x["attention_mask"][:, None, None, :] == 0, float("-inf"))
+            probs = scores.softmax(dim=-1)
+            dropout_mask = (torch.rand(B, H, T, T, device=dev, generator=g) > p).float()
+            probs_dropped = probs * dropout_mask / (1.0 - p)
+            attention_output = (probs_dropped @ v).transpose(1, 2).reshape(B, T, C)
+        x.update({"query": q, "key": k, "value": v, "attention_scores": scores, "attention_probs": probs,
+                  "attention_probs_dropped": probs_dropped, "attention_output": attention_output,
+                  "dropout_mask": dropout_mask, "scale": scale, "dropout_p": p})
+        return x
+
+    def make_ours(self, lib, row, inputs):
+        """Returns (zero-arg callable launching our kernel, list of the 8 output tensors, kernel info)."""
+        if not hasattr(lib.lib, "attnbwd_edit_attention_bwd"):
+            raise RuntimeError(f"{lib.path} has no attnbwd_edit_attention_bwd")
+        exp = os.environ.get("ATTNBWD_EXPERIMENTAL", "")
+        if "edit_attention" not in exp:  # the library refuses problem 2 without it (read by attnbwd_get_kernel)
+            os.environ["ATTNBWD_EXPERIMENTAL"] = exp + ",edit_attention" if exp else "edit_attention"
+        B, T = self.dims(row)
+        p = inputs["dropout_p"]
+        shape = Shape(problem=ATTNBWD_EDIT_ATTENTION_BWD, batch=B, heads=self.heads, seq_len=T,
+                      dropout=1 if p > 0 else 0, precision=self.precision)
+        kernel, info = lib.get_kernel(shape)
+        ws_bytes = lib.lib.attnbwd_edit_attention_workspace(kernel)
+        info["workspace_bytes"] = ws_bytes
+        workspace = torch.empty(ws_bytes, dtype=torch.uint8, device="cuda")  # torch allocations: 512-byte aligned
+        dev = workspace.device
+        outs = [torch.empty_like(inputs["hidden_states"]), torch.empty_like(inputs["qkv_weight"]),
+                torch.empty_like(inputs["qkv_bias"]), torch.empty_like(inputs["out_weight"]),
+                torch.empty_like(inputs["out_bias"]), torch.empty_like(inputs["edit_region_bias"]),
+                torch.empty(self.heads, device=dev), torch.empty(self.heads, device=dev)]
+        a = EditAttentionArgs()
+        for name in EDIT_INPUTS:
+            setattr(a, name, inputs[name].data_ptr())
+        a.scale = inputs["scale"]
+        a.dropout_p = p
+        for name, t in zip(EDIT_OUTPUTS, outs):
+            setattr(a, name, t.data_ptr())
+        a.workspace = workspace.data_ptr() if ws_bytes else None
+        a.workspace_bytes = ws_bytes
+        launch = lib.lib.attnbwd_edit_attention_bwd
+
+        def run():
+            status = launch(kernel, ctypes.byref(a), stream_handle())
+            if status != ATTNBWD_OK:
+                lib.check(status, "attnbwd_edit_attention_bwd")
+            return outs
+
+        run.workspace = workspace  # alive as long as the launches
+        return run, outs, info
+
+    def reference64(self, inputs):
+        """float64 reference (inputs upcast), computed over slices of the batch so that each [b,16,T,T] float64
+        intermediate stays near 512 MiB; the gradients of the shared parameters are summed over the slices."""
+        if self._ref is not None and self._ref[0] is inputs:
+            return self._ref[1]
+        B, T = inputs["grad_output"].shape[:2]
+        step = max(1, self.ref_slice_bytes // (self.heads * T * T * 8))
+        total = None
+        for b0 in range(0, B, step):
+            x = {}
+            for name, v in inputs.items():
+                if name == "attention_scores":
+                    x[name] = None  # not needed: no float64 copy
+                elif name in self.batched:
+                    x[name] = v[b0:b0 + step].double()
+                elif torch.is_tensor(v):
+                    x[name] = v.double()
+                else:
+                    x[name] = v
+            outs = list(edit_attention_bwd_torch(**x))
+            del x
+            if total is None:
+                total = [[outs[0]]] + outs[1:]
+            else:
+                total[0].append(outs[0])
+                for i in range(1, len(outs)):
+                    total[i] += outs[i]
+        ref = [torch.cat(total[0])] + total[1:]
+        self._ref = (inputs, ref)
+        return ref
+
+    def check(self, row, inputs, out):
+        """The public benchmark's rule on each of the 8 outputs; the result is that of the worst output."""
+        tol = row.get("tolerance", {})
+        atol = float(tol.get("max_atol", 1e-5))
+        rtol = float(tol.get("max_rtol", 1e-5))
+        need = float(tol.get("required_match_ratio", 0.98))
+        ref = self.reference64(inputs)
+        per = {}
+        for name, o, r in zip(EDIT_OUTPUTS, out, ref):
+            o, r = o.reshape(-1), r.reshape(-1)
+            if o.numel() != r.numel():
+                raise RuntimeError(f"{name}: {o.numel()} elements, the reference has {r.numel()}")
+            finite = bool(torch.isfinite(o).all())
+            diff = (o.double() - r).abs()
+            ratio = int((diff <= atol + rtol * r.abs()).sum()) / max(1, r.numel())
+            max_abs = float(diff.nan_to_num(nan=math.inf).max()) if r.numel() else 0.0
+            per[name] = {"pass": finite and ratio >= need, "finite": finite, "match_ratio": ratio,
+                         "max_abs_err": max_abs, "max_abs_ref": float(r.abs().max()) if r.numel() else 0.0}
+            del diff
+        worst = min(EDIT_OUTPUTS, key=lambda n: (per[n]["pass"], per[n]["match_ratio"],
+                                                 -per[n]["max_abs_err"]))
+        w = per[worst]
+        return {"pass": all(v["pass"] for v in per.values()), "finite": all(v["finite"] for v in per.values()),
+                "match_ratio": w["match_ratio"], "required_ratio": need, "max_abs_err": w["max_abs_err"],
+                "atol": atol, "rtol": rtol, "worst": worst, "outputs": per}
+
+
+PROBLEMS = [SoftmaxDropoutBwd(), EditAttentionBwd()]
 
 
 def problem_for(row):
@@ -299,6 +578,13 @@ def problem_for(row):
         if prob.accepts(row):
             return prob
     return None
+
+
+def tools_for(prob, tools):
+    """The tools of --tools that the problem can run, or its default tools when --tools is not given."""
+    if tools is None:
+        return list(getattr(prob, "default_tools", prob.tools))
+    return [t for t in tools if t in prob.tools]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -363,6 +649,21 @@ def measure_copy_bandwidth(timer, gib):
     return 2 * n / (med * 1e-6) / 1e9, med, samples
 
 
+def measure_tf32_rate(timer, n=8192):
+    """An n x n x n torch.matmul with TF32 allowed, timed like everything else (3 warm-ups, median of 10).
+    Returns {"tf32_matmul_n", "tf32_us" (median), "tf32_tflops" (2 n^3 flops), "tf32_samples_us"}."""
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    c = torch.empty(n, n, device="cuda")
+
+    def fn():
+        with tf32_matmul(True):
+            torch.matmul(a, b, out=c)
+    med, samples, _ = timer._events_us(fn, 3, 10, before=timer.flush)
+    return {"tf32_matmul_n": n, "tf32_us": med, "tf32_tflops": 2 * n**3 / (med * 1e-6) / 1e12,
+            "tf32_samples_us": samples}
+
+
 def measure_minimal_kernel(timer):
     """The cheapest launch we can make, timed like everything else. Returns (us, {candidate: us})."""
     tiny = torch.zeros(1, device="cuda")
@@ -390,37 +691,52 @@ def summary(samples):
 
 
 def make_tool(tool, prob, lib, row, inputs):
-    """Returns (zero-arg callable, output after one run or None, extra info)."""
+    """Returns (zero-arg callable, output after one run or None, extra info). The output is a tensor, or a list of
+    tensors for a problem with several outputs. eager_tf32 / compile_tf32: eager / compile with
+    torch.backends.cuda.matmul.allow_tf32 = True around every call (eager and compile: PyTorch's default, False)."""
     if tool == "ours":
         if lib is None:
             raise RuntimeError("library not loaded")
         fn, out, info = prob.make_ours(lib, row, inputs)
-        out.fill_(float("nan"))
+        for o in (out if isinstance(out, (list, tuple)) else [out]):
+            o.fill_(float("nan"))
         fn()
         torch.cuda.synchronize()
         return fn, out, {"kernel": info}
-    if tool == "eager":
+    base, tf32 = (tool[:-len("_tf32")], True) if tool.endswith("_tf32") else (tool, None)
+    if base == "eager":
         def fn():
             return prob.torch_fn(**inputs)
-        out = fn()
-        torch.cuda.synchronize()
-        return fn, out, {}
-    if tool == "compile":
+    elif base == "compile":
         torch._dynamo.reset()  # one compile per workload, never the recompile limit's eager fallback
         compiled = torch.compile(prob.torch_fn, dynamic=False)
 
         def fn():
             return compiled(**inputs)
-        t0 = time.perf_counter()
-        out = fn()  # compiles
-        torch.cuda.synchronize()
-        return fn, out, {"compile_seconds": time.perf_counter() - t0}
-    raise ValueError(f"unknown tool {tool}")
+    else:
+        raise ValueError(f"unknown tool {tool}")
+    if tf32:
+        plain = fn
+
+        def fn():
+            with tf32_matmul(True):
+                return plain()
+    t0 = time.perf_counter()
+    out = fn()  # compile: compiles here
+    torch.cuda.synchronize()
+    return fn, out, {"compile_seconds": time.perf_counter() - t0} if base == "compile" else {}
 
 
-def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us):
+def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_tflops=None):
     floor_bytes = prob.floor_bytes(row)
     floor_us = floor_bytes / (copy_gbs * 1e9) * 1e6
+    floor_flops = prob.floor_flops(row) if hasattr(prob, "floor_flops") else None
+    matrix = {}
+    if floor_flops:  # matrix work too: floor = max(matrix work / TF32 rate, bytes / copy bandwidth)
+        matrix = {"floor_flops": floor_flops, "floor_memory_us": floor_us, "tf32_tflops": tf32_tflops,
+                  "floor_matrix_us": floor_flops / (tf32_tflops * 1e12) * 1e6 if tf32_tflops else None}
+        floor_us = max(floor_us, matrix["floor_matrix_us"] or 0.0)
+    tools = tools_for(prob, args.tools)
     rec = {
         "index": index,
         "problem": prob.name,
@@ -430,13 +746,14 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us):
         "tolerance": row.get("tolerance"),
         "floor_bytes": floor_bytes,
         "floor_us": floor_us,
+        **matrix,
         "reachable_us": max(floor_us, minimal_us),
         "tools": {},
     }
     inputs = None
     try:
         inputs = prob.make_inputs(row, args.seed + index)
-        for tool in args.tools:
+        for tool in tools:
             t = {"ok": False}
             rec["tools"][tool] = t
             fn = out = None
@@ -451,6 +768,8 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us):
                           "gbs": floor_bytes / (med * 1e-6) / 1e9,
                           "floor_fraction": floor_us / med,
                           "reachable_fraction": rec["reachable_us"] / med})
+                if floor_flops:
+                    t["tflops"] = floor_flops / (med * 1e-6) / 1e12
                 if timer.delay_cycles and host_us > timer.delay_us + med:
                     # the host took longer per iteration than the GPU: its overhead may be in the times
                     t["host_bound_warning"] = True
@@ -464,12 +783,16 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us):
                     t["error"] += f" / then: {e2}"
             finally:
                 fn = None  # its closure holds the inputs and outputs: let them go with the workload
-            line = f"  {tool:8s}"
+            line = f"  {tool:{max([8] + [len(x) for x in tools])}s}"
             if "us" in t:
                 line += f" {t['us']:10.1f} us  {t['floor_fraction']:6.3f} of floor"
+            if "tflops" in t:
+                line += f"  {t['tflops']:6.1f} TFLOP/s"
             if "check" in t:
                 c = t["check"]
                 line += f"  check {'pass' if c['pass'] else 'FAIL'} ({c['match_ratio']:.5f}, max abs {c['max_abs_err']:.2e})"
+                if "worst" in c:
+                    line += f" worst {c['worst']}"
             if t.get("host_bound_warning"):
                 line += f"  (host enqueue {t['host_enqueue_max_us']:.0f} us > spin: raise --delay-cycles)"
             if "error" in t:
@@ -480,7 +803,7 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us):
         print(f"  [{rec['label']}] failed: {rec['error']}", file=sys.stderr)
     finally:
         del inputs
-        if "compile" in args.tools:
+        if any(t.startswith("compile") for t in tools):
             torch._dynamo.reset()
         gc.collect()
         torch.cuda.empty_cache()
@@ -528,34 +851,70 @@ def aggregate(records, tools):
         g["floor_over_ours"] = geomean([r["floor_us"] for r in timed]) / ours
         g["reachable_over_ours"] = geomean([r["reachable_us"] for r in timed]) / ours
         g["ours_workloads"] = len(timed)
+    if any("floor_flops" in r for r in records):
+        g["floor_matrix_us"] = geomean([r.get("floor_matrix_us") for r in records])
+        g["floor_memory_us"] = geomean([r.get("floor_memory_us") for r in records])
+        for tool in tools:
+            g[f"{tool}_tflops"] = geomean([tool_value(r, tool, "tflops") for r in records])
     checked = [r for r in records if "ours" in r["tools"]]
     g["ours_passed"] = sum(1 for r in checked if ours_pass(r) == "pass")
     g["ours_checked"] = sum(1 for r in checked if "check" in r["tools"]["ours"])
     return g
 
 
+def ours_worst(rec):
+    """The output of problem 2 farthest from passing, in ours' check."""
+    c = (rec["tools"].get("ours") or {}).get("check") or {}
+    return c.get("worst", "-")
+
+
+def group_by_problem(records):
+    """[(problem, its records)] in the order the problems first appear."""
+    groups = {}
+    for r in records:
+        groups.setdefault(r["problem"], []).append(r)
+    by_name = {p.name: p for p in PROBLEMS}
+    return [(by_name[name], recs) for name, recs in groups.items()]
+
+
 def fmt(v, spec):
     return format(v, spec) if v is not None else "-"
 
 
-def print_table(records, agg, tools):
-    cols = ["B,H,T,p", "floor us", "reach us"] + [f"{t} us" for t in tools]
-    cols += ["floor/ours", "GB/s", "pass"]
-    widths = [max(14, len(c)) for c in cols]
-    print()
-    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+def print_table(records, agg, tools, label_name="B,H,T,p"):
+    flops = any("floor_flops" in r for r in records)  # problem 2: achieved TFLOP/s per tool instead of GB/s
+    cols = [label_name, "floor us", "reach us"] + [f"{t} us" for t in tools] + ["floor/ours"]
+    if flops:
+        cols += [f"{t} TFLOP/s" for t in tools] + ["pass", "worst output"]
+    else:
+        cols += ["GB/s", "pass"]
+    rows = []
     for r in records:
         cells = [r["label"], fmt(r["floor_us"], ".1f"), fmt(r["reachable_us"], ".1f")]
         cells += [fmt(tool_value(r, t, "us"), ".1f") if tool_value(r, t, "ok") else "failed"
                   if t in r["tools"] else "-" for t in tools]
-        cells += [fmt(tool_value(r, "ours", "floor_fraction"), ".3f"),
-                  fmt(tool_value(r, "ours", "gbs"), ".0f"), ours_pass(r)]
-        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+        cells += [fmt(tool_value(r, "ours", "floor_fraction"), ".3f")]
+        if flops:
+            cells += [fmt(tool_value(r, t, "tflops"), ".1f") for t in tools] + [ours_pass(r), ours_worst(r)]
+        else:
+            cells += [fmt(tool_value(r, "ours", "gbs"), ".0f"), ours_pass(r)]
+        rows.append(cells)
     cells = ["geomean", fmt(agg["floor_us"], ".1f"), fmt(agg["reachable_us"], ".1f")]
     cells += [fmt(agg.get(f"{t}_us"), ".1f") for t in tools]
-    cells += [fmt(agg.get("ours_floor_fraction"), ".3f"), fmt(agg.get("ours_gbs"), ".0f"),
-              f"{agg['ours_passed']}/{agg['ours_checked']}"]
-    print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    cells += [fmt(agg.get("ours_floor_fraction"), ".3f")]
+    if flops:
+        cells += [fmt(agg.get(f"{t}_tflops"), ".1f") for t in tools]
+        cells += [f"{agg['ours_passed']}/{agg['ours_checked']}", ""]
+    else:
+        cells += [fmt(agg.get("ours_gbs"), ".0f"), f"{agg['ours_passed']}/{agg['ours_checked']}"]
+    rows.append(cells)
+    widths = [max(14, len(c)) for c in cols]
+    if flops:  # long output names
+        widths = [max([w] + [len(row[i]) for row in rows]) for i, w in enumerate(widths)]
+    print()
+    print("  ".join(c.rjust(w) for c, w in zip(cols, widths)))
+    for cells in rows:
+        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
     print()
     if agg.get("floor_over_ours") is not None:
         print(f"geomean(floor) / geomean(ours) = {agg['floor_over_ours']:.3f}   "
@@ -564,33 +923,49 @@ def print_table(records, agg, tools):
     for t in tools:
         if agg.get(f"{t}_floor_fraction") is not None:
             print(f"geomean fraction of floor, {t}: {agg[f'{t}_floor_fraction']:.3f}")
+    if flops:
+        print(f"floor = max(matrix work / TF32 rate, bytes / copy bandwidth); geomeans: matrix "
+              f"{fmt(agg.get('floor_matrix_us'), '.1f')} us, memory {fmt(agg.get('floor_memory_us'), '.1f')} us")
 
 
-def draw_png(path, records, tools):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def draw_axes(ax, records, tools, label_name):
+    flops = any("floor_flops" in r for r in records)
     labels = [r["label"] for r in records]
     n = len(records)
     width = 0.8 / max(1, len(tools))
-    fig, ax = plt.subplots(figsize=(max(8, 0.7 * n + 2), 5))
     top = 1.0
     for k, tool in enumerate(tools):
         ys = [tool_value(r, tool, "floor_fraction") or 0.0 for r in records]
         xs = [i + (k - (len(tools) - 1) / 2) * width for i in range(n)]
         ax.bar(xs, ys, width=width, label=tool)
         top = max([top] + ys)
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label="floor (copy bandwidth)")
+    floor_label = "floor: max(matrix work / TF32 rate, bytes / copy bandwidth)" if flops else "floor (copy bandwidth)"
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--", label=floor_label)
     ax.plot(range(n), [r["floor_us"] / r["reachable_us"] for r in records], "k_", markersize=18,
             label="reachable: max(floor, minimal kernel)")
     ax.set_ylim(0, top * 1.25)
     ax.set_xticks(range(n))
     ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=8)
-    ax.set_xlabel("workload (B,H,T,p)")
+    ax.set_xlabel(f"workload ({label_name})")
     ax.set_ylabel("fraction of the floor reached (floor time / time)")
-    ax.set_title("attention backward: fraction of the memory floor, cold L2, median")
+    if flops:
+        ax.set_title("edit attention backward: fraction of the floor, cold L2, median")
+    else:
+        ax.set_title("attention backward: fraction of the memory floor, cold L2, median")
     ax.legend(loc="upper left", ncol=3, fontsize=8)
+
+
+def draw_png(path, groups):
+    """groups: [(records, tools, label name)], one subplot each."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = max([len(records) for records, _, _ in groups] + [0])
+    fig, axes = plt.subplots(max(1, len(groups)), 1, figsize=(max(8, 0.7 * n + 2), 5 * max(1, len(groups))),
+                             squeeze=False)
+    for (records, tools, label_name), ax in zip(groups, axes[:, 0]):
+        draw_axes(ax, records, tools, label_name)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -631,13 +1006,22 @@ def select(rows, only):
     return list(enumerate(rows))[: int(only)]
 
 
+ALL_TOOLS = ("ours", "eager", "compile", "eager_tf32", "compile_tf32")
+PRECISIONS = {"tf32": 0, "fp32": 1}  # enum attnbwd_precision
+
+
 def parse_args(argv=None):
     out_dir = os.environ.get("OUT")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("suites", nargs="*", default=[os.path.join(REPO, "suites", "sol066_workload.jsonl")],
                     help="workload files (JSON lines)")
     ap.add_argument("--lib", default="build/libattnbwd.so", help="path of libattnbwd.so")
-    ap.add_argument("--tools", default="ours,eager,compile", help="comma list of ours,eager,compile")
+    ap.add_argument("--tools", default=None,
+                    help="comma list of " + ",".join(ALL_TOOLS) + " (default: each problem's own: problem 1 "
+                         "ours,eager,compile; problem 2 ours,eager,eager_tf32,compile_tf32); a problem skips those "
+                         "it has not")
+    ap.add_argument("--precision", default="tf32", choices=sorted(PRECISIONS),
+                    help="problem 2: precision of our kernel's matrix products")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--only", default=None, help="N: the first N workloads; i,j,k: those (from 0)")
@@ -649,10 +1033,11 @@ def parse_args(argv=None):
     ap.add_argument("--json", default=os.path.join(out_dir, "bench.json") if out_dir else "bench.json")
     ap.add_argument("--png", default=os.path.join(out_dir, "bench.png") if out_dir else None)
     args = ap.parse_args(argv)
-    args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    for t in args.tools:
-        if t not in ("ours", "eager", "compile"):
-            ap.error(f"unknown tool {t!r}")
+    if args.tools is not None:
+        args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
+        for t in args.tools:
+            if t not in ALL_TOOLS:
+                ap.error(f"unknown tool {t!r}")
     return args
 
 
@@ -665,9 +1050,24 @@ def main(argv=None):
     print(f"device: {props.name}, {props.multi_processor_count} SMs, L2 {props.L2_cache_size >> 20} MiB, "
           f"torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
 
+    rows = load_rows(args.suites)
+    selected = [(index, row, problem_for(row)) for index, row in select(rows, args.only)]
+    used = []  # the problems of the selected workloads, in order
+    for _, _, prob in selected:
+        if prob is not None and prob not in used:
+            used.append(prob)
+    tools = args.tools
+    if tools is None:  # each problem's default tools, in the order met
+        tools = []
+        for prob in used:
+            tools += [t for t in tools_for(prob, None) if t not in tools]
+    for prob in used:
+        if hasattr(prob, "precision"):
+            prob.precision = PRECISIONS[args.precision]
+
     lib = None
     lib_error = None
-    if "ours" in args.tools:
+    if "ours" in tools:
         path = args.lib
         if not os.path.exists(path) and os.path.exists(os.path.join(REPO, path)):
             path = os.path.join(REPO, path)
@@ -685,19 +1085,35 @@ def main(argv=None):
     minimal_us, minimal_all = measure_minimal_kernel(timer)
     print(f"copy bandwidth {copy_gbs:.0f} GB/s ({args.copy_gib:g} GiB in {copy_us:.1f} us, read + write); "
           f"minimal kernel {minimal_us:.2f} us {minimal_all}", flush=True)
+    tf32 = None
+    if any(hasattr(prob, "floor_flops") for prob in used):  # problem 2: matrix work too
+        tf32 = measure_tf32_rate(timer)
+        torch.cuda.empty_cache()
+        print(f"TF32 matmul {tf32['tf32_tflops']:.0f} TFLOP/s ({tf32['tf32_matmul_n']}^3 in {tf32['tf32_us']:.1f} us); "
+              f"problem 2 precision {args.precision}", flush=True)
 
-    rows = load_rows(args.suites)
     records = []
-    for index, row in select(rows, args.only):
-        prob = problem_for(row)
+    for index, row, prob in selected:
         if prob is None:
             print(f"workload {index}: no problem knows axes {row.get('axes')}; skipped", file=sys.stderr)
             continue
         print(f"[{index}] {prob.name} {prob.label(row)}", flush=True)
-        records.append(run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us))
+        records.append(run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us,
+                                    tf32["tf32_tflops"] if tf32 else None))
 
-    agg = aggregate(records, args.tools)
-    print_table(records, agg, args.tools)
+    groups = group_by_problem(records)
+    if len(groups) <= 1:
+        prob = groups[0][0] if groups else (used[0] if used else PROBLEMS[0])
+        agg = aggregate(records, tools_for(prob, tools))
+        print_table(records, agg, tools_for(prob, tools), prob.label_name)
+        by_problem = None
+    else:
+        agg = aggregate(records, tools)
+        by_problem = {}
+        for prob, recs in groups:
+            print(f"\n{prob.name}:")
+            by_problem[prob.name] = aggregate(recs, tools_for(prob, tools))
+            print_table(recs, by_problem[prob.name], tools_for(prob, tools), prob.label_name)
 
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -711,7 +1127,7 @@ def main(argv=None):
         "lib": os.path.abspath(lib.path) if lib else args.lib,
         "lib_error": lib_error,
         "suites": args.suites,
-        "tools": args.tools,
+        "tools": tools,
         "iters": args.iters,
         "warmup": args.warmup,
         "seed": args.seed,
@@ -728,6 +1144,11 @@ def main(argv=None):
         "geomean": agg,
         "workloads": records,
     }
+    if tf32:
+        result.update(tf32)
+        result["precision"] = args.precision
+    if by_problem:
+        result["geomean_by_problem"] = by_problem
     if args.json:
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
@@ -735,7 +1156,7 @@ def main(argv=None):
         print(f"wrote {args.json}")
     if args.png:
         try:
-            draw_png(args.png, records, args.tools)
+            draw_png(args.png, [(recs, tools_for(prob, tools), prob.label_name) for prob, recs in groups])
             print(f"wrote {args.png}")
         except Exception as e:
             print(f"png not drawn: {e}", file=sys.stderr)
