@@ -312,8 +312,6 @@ cleanup:
 static attnbwd_status prepare(attnbwd_ctx *ctx, const suite_case *c, attnbwd_kernel **k) {
     if (!ctx || !c)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check: null ctx or case");
-    if (c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD)
-        return err_set(ATTNBWD_ERR_UNSUPPORTED, "%s: checking edit_attention_bwd is not yet supported", c->name);
     if (c->shape.problem != ATTNBWD_SOFTMAX_DROPOUT_BWD)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s: unknown problem %d", c->name, (int)c->shape.problem);
     if (c->shape.batch <= 0 || c->shape.heads <= 0 || c->shape.seq_len <= 0)
@@ -507,6 +505,8 @@ cleanup:
 attnbwd_status check_case(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_case: null result");
+    if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
+        return check_edit_case(ctx, c, seed, r);
     memset(r, 0, sizeof *r);
     attnbwd_kernel *k = NULL;
     attnbwd_status st = prepare(ctx, c, &k);
@@ -546,6 +546,8 @@ static int cmp_float(const void *a, const void *b) {
 attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: null result");
+    if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
+        return check_edit_time_case(ctx, c, iters, r);
     memset(r, 0, sizeof *r);
     if (iters <= 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: iters = %d, want > 0", iters);

@@ -318,8 +318,8 @@ static int lua_field_number(lua_State *L, const char *key, double *out) {
     return r;
 }
 
-static const char *const lua_keys[] = {"problem", "batch", "heads", "seq_len", "p_dropout",
-                                       "atol",    "rtol",  "match_ratio", "name", NULL};
+static const char *const lua_keys[] = {"problem", "batch", "heads", "seq_len", "p_dropout", "atol",
+                                       "rtol",    "match_ratio", "name", "precision", NULL};
 
 /* The case table is at the top of the stack. */
 static attnbwd_status parse_lua_case(lua_State *L, const source *src, size_t index, suite_case *c) {
@@ -389,6 +389,19 @@ static attnbwd_status parse_lua_case(lua_State *L, const source *src, size_t ind
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s: rtol is not a number", what);
     if (lua_field_number(L, "match_ratio", &c->match_ratio) < 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s: match_ratio is not a number", what);
+
+    /* precision (edit_attention_bwd): "tf32" (default), "fp32" or "fp16". */
+    lua_pushstring(L, "precision");
+    t = lua_rawget(L, -2);
+    const char *prec = t == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    c->shape.precision = !prec || !strcmp(prec, "tf32") ? ATTNBWD_PRECISION_TF32
+                         : !strcmp(prec, "fp32")        ? ATTNBWD_PRECISION_FP32
+                         : !strcmp(prec, "fp16")        ? ATTNBWD_PRECISION_FP16
+                                                        : -1;
+    lua_pop(L, 1);
+    if ((t != LUA_TNIL && t != LUA_TSTRING) || c->shape.precision < 0 || (p1 && t != LUA_TNIL))
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s: precision must be \"tf32\", \"fp32\" or \"fp16\" "
+                       "(edit_attention_bwd only)", what);
 
     lua_pushstring(L, "name");
     t = lua_rawget(L, -2);

@@ -1,0 +1,189 @@
+/* GPU test of problem 2, the edit-attention backward: every workload of the
+ * shipped suite sol072_workload in TF32 and in fp16, a set of awkward cases
+ * in both (T = 1, 17, 1000 and past the 1024 position table, B = 1, an
+ * attention_mask with zeros, dropout_p = 0 and a p the benchmark does not
+ * use, non-zero projection biases), and fp32-exact on two small shapes, which
+ * must also match the fp64 reference to a relative error ||out-ref||/||ref||
+ * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
+ * reference under the public acceptance rule, output by output, with fresh
+ * inputs each run. Exits 77 (skipped) where no CUDA device can be used.
+ * ATTNBWD_SEED=<n> replays a run (the seed is printed). The timing path
+ * (check_time_case) runs once at the end. While the library keeps problem 2
+ * behind ATTNBWD_EXPERIMENTAL=edit_attention, run it with that variable set:
+ * without it every case is an ERROR (ATTNBWD_ERR_UNSUPPORTED), as it should be.
+ *
+ * Cost: the CPU reference dominates (B=32, T=773 takes several seconds on 16
+ * cores, ~6.5 GB of host memory); the whole test is some minutes. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "suite.h"
+
+#define STRICT_REL 1e-5 /* fp32-exact: the issue asks ~1e-6 */
+
+typedef struct run {
+    suite_case c;
+    unsigned flags;  /* CHECK_EDIT_* */
+    int strict;      /* fp32-exact: rel_l2_err <= STRICT_REL per output */
+    int may_refuse;  /* T > 1024: the spec allows a clear ATTNBWD_ERR_UNSUPPORTED */
+} run;
+
+static const char *prec_name(int p) {
+    return p == ATTNBWD_PRECISION_TF32 ? "tf32" : p == ATTNBWD_PRECISION_FP32 ? "fp32" : "fp16";
+}
+
+/* atol for a shape not in the public file: the file's tolerances grow about
+ * as 0.001*sqrt(B*T), and are never below 0.019. */
+static run make_run(int64_t B, int64_t T, double p, int precision, unsigned flags, const char *what) {
+    run r;
+    memset(&r, 0, sizeof r);
+    suite_case *c = &r.c;
+    c->shape.problem = ATTNBWD_EDIT_ATTENTION_BWD;
+    c->shape.batch = B;
+    c->shape.heads = 16;
+    c->shape.seq_len = T;
+    c->shape.dropout = p > 0.0;
+    c->shape.precision = precision;
+    c->p_dropout = p;
+    c->atol = fmax(0.019, 0.001 * sqrt((double)(B * T)));
+    c->rtol = 1e-5;
+    c->match_ratio = 0.98;
+    snprintf(c->name, sizeof c->name, "extra B=%lld T=%lld p=%g%s%s", (long long)B, (long long)T, p,
+             what[0] ? " " : "", what);
+    r.flags = flags;
+    r.strict = precision == ATTNBWD_PRECISION_FP32;
+    r.may_refuse = T > 1024;
+    return r;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(void) {
+    char why[256];
+    if (check_gpu_available(why, sizeof why) != 0) {
+        printf("skipped: %s\n", why);
+        return 77;
+    }
+
+    uint64_t seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
+    const char *env = getenv("ATTNBWD_SEED");
+    if (env && *env)
+        seed = strtoull(env, NULL, 0);
+    printf("seed %" PRIu64 " (ATTNBWD_SEED=%" PRIu64 " replays this run)\n", seed, seed);
+
+    suite_case *suite = NULL;
+    size_t ns = 0;
+    if (suite_load("sol072_workload", &suite, &ns) != ATTNBWD_OK) {
+        fprintf(stderr, "FAIL: suite sol072_workload: %s\n", attnbwd_last_error());
+        return 1;
+    }
+    if (ns != 16) {
+        fprintf(stderr, "FAIL: suite sol072_workload has %zu cases, want 16\n", ns);
+        free(suite);
+        return 1;
+    }
+
+    enum { MAX_RUNS = 96 };
+    static run runs[MAX_RUNS];
+    size_t n = 0;
+    const int precs[2] = {ATTNBWD_PRECISION_TF32, ATTNBWD_PRECISION_FP16};
+    for (int q = 0; q < 2; q++) {
+        for (size_t k = 0; k < ns; k++) {
+            memset(&runs[n], 0, sizeof runs[n]);
+            runs[n].c = suite[k];
+            runs[n].c.shape.precision = precs[q];
+            n++;
+        }
+        const int P = precs[q];
+        runs[n++] = make_run(1, 1, 0.1, P, 0, "");
+        runs[n++] = make_run(1, 17, 0.1, P, 0, "");
+        runs[n++] = make_run(1, 1000, 0.1, P, 0, "");
+        runs[n++] = make_run(2, 64, 0.1, P, CHECK_EDIT_MASK_ZEROS, "mask0");
+        runs[n++] = make_run(2, 64, 0.0, P, 0, "");
+        runs[n++] = make_run(3, 17, 0.0, P, CHECK_EDIT_MASK_ZEROS | CHECK_EDIT_BIASES, "mask0 biases");
+        runs[n++] = make_run(1, 129, 0.25, P, CHECK_EDIT_MASK_ZEROS, "mask0");
+        runs[n++] = make_run(1, 1100, 0.1, P, 0, "");
+    }
+    runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, CHECK_EDIT_MASK_ZEROS, "mask0");
+    runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
+    free(suite);
+
+    attnbwd_ctx *ctx = NULL;
+    attnbwd_status st = attnbwd_open(NULL, &ctx);
+    if (st != ATTNBWD_OK) {
+        fprintf(stderr, "FAIL: attnbwd_open: %s: %s\n", attnbwd_status_name(st), attnbwd_last_error());
+        return 1;
+    }
+
+    int failures = 0;
+    for (size_t k = 0; k < n; k++) {
+        const run *u = &runs[k];
+        check_result r;
+        check_edit_output o[CHECK_EDIT_OUTPUTS];
+        double t0 = now_s();
+        st = check_edit_case_ex(ctx, &u->c, seed + k, u->flags, &r, o);
+        double dt = now_s() - t0;
+        if (st == ATTNBWD_ERR_UNSUPPORTED && u->may_refuse) {
+            printf("%-44s %s REFUSED (allowed past T = 1024): %s\n", u->c.name, prec_name(u->c.shape.precision),
+                   r.message);
+            fflush(stdout);
+            continue;
+        }
+        if (st != ATTNBWD_OK) {
+            printf("%-44s %s ERROR %s: %s\n", u->c.name, prec_name(u->c.shape.precision), attnbwd_status_name(st),
+                   r.message);
+            failures++;
+            fflush(stdout);
+            continue;
+        }
+        int pass = r.pass;
+        double worst_rel = 0.0;
+        int wi = 0;
+        for (int i = 0; i < CHECK_EDIT_OUTPUTS; i++)
+            if (o[i].rel_l2_err > worst_rel) { /* INFINITY with NaN/Inf in the output */
+                worst_rel = o[i].rel_l2_err;
+                wi = i;
+            }
+        if (u->strict && !(worst_rel <= STRICT_REL))
+            pass = 0;
+        printf("%-44s %s %s max_abs_err %.3g match %.6f (%zu NaN/Inf) rel err %.2g (%s) %.1f s\n", u->c.name,
+               prec_name(u->c.shape.precision), pass ? "PASS" : "FAIL", r.max_abs_err, r.match_fraction, r.nonfinite,
+               worst_rel, o[wi].name, dt);
+        if (!pass) {
+            printf("    %s\n", r.message);
+            if (u->strict && !(worst_rel <= STRICT_REL))
+                printf("    fp32-exact: %s relative error %.3g > %g\n", o[wi].name, worst_rel, STRICT_REL);
+            failures++;
+        }
+        fflush(stdout);
+    }
+    /* The timing path once (cold L2, events), on the smallest public workload in tf32. */
+    {
+        size_t small = 0; /* runs[0..15]: the public workloads in tf32 */
+        for (size_t k = 1; k < 16; k++)
+            if (runs[k].c.shape.batch * runs[k].c.shape.seq_len <
+                runs[small].c.shape.batch * runs[small].c.shape.seq_len)
+                small = k;
+        suite_case c = runs[small].c;
+        check_result r;
+        st = check_time_case(ctx, &c, 5, &r);
+        printf("%-44s %s time: %s\n", c.name, prec_name(c.shape.precision),
+               st == ATTNBWD_OK ? r.message : attnbwd_status_name(st));
+        if (st != ATTNBWD_OK) {
+            printf("    %s\n", r.message);
+            failures++;
+        }
+    }
+    attnbwd_close(ctx);
+    printf("%d of %zu cases failed\n", failures, n);
+    return failures ? 1 : 0;
+}
