@@ -58,7 +58,8 @@ case "${1:-main}" in
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
     ;;
   gpu-test)
-    (cd build && ctest -L gpu --output-on-failure)
+    # The edit-attention backward is opt-in while its GPU checks are incomplete.
+    (cd build && ATTNBWD_EXPERIMENTAL=edit_attention ctest -L gpu --output-on-failure)
     ;;
   *)
     echo "usage: ./dev.sh [main|test|gpu-test]" >&2
