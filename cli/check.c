@@ -543,6 +543,67 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* The timing loop of every problem: a 2x-L2 buffer zeroed before each
+ * launch (outside the events), WARMUPS launches, then the median of `iters`
+ * device times between events around the launch alone. */
+attnbwd_status check_time_launches(check_launch_fn fn, void *user, int iters, double *median_us) {
+    attnbwd_status st = ATTNBWD_OK;
+    cudaStream_t s = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    void *flush = NULL;
+    float *ms = malloc((size_t)iters * sizeof *ms);
+    int dev = 0, l2 = 0;
+    size_t flush_bytes = 0;
+    if (!ms) {
+        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "check_time_launches: out of memory");
+        goto cleanup;
+    }
+    CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
+    CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute(L2 size)");
+    flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+    CUDA_TRY(cudaMalloc(&flush, flush_bytes), "cudaMalloc of the L2 flush buffer");
+    CUDA_TRY(cudaStreamCreate(&s), "cudaStreamCreate");
+    CUDA_TRY(cudaEventCreate(&e0), "cudaEventCreate");
+    CUDA_TRY(cudaEventCreate(&e1), "cudaEventCreate");
+    for (int it = 0; it < WARMUPS + iters; it++) {
+        CUDA_TRY(cudaMemsetAsync(flush, 0, flush_bytes, s), "cudaMemsetAsync (L2 flush)");
+        CUDA_TRY(cudaEventRecord(e0, s), "cudaEventRecord");
+        st = fn(user, s);
+        if (st != ATTNBWD_OK)
+            goto cleanup;
+        CUDA_TRY(cudaEventRecord(e1, s), "cudaEventRecord");
+        CUDA_TRY(cudaEventSynchronize(e1), "the kernel (cudaEventSynchronize)");
+        if (it >= WARMUPS)
+            CUDA_TRY(cudaEventElapsedTime(&ms[it - WARMUPS], e0, e1), "cudaEventElapsedTime");
+    }
+    CUDA_TRY(cudaGetLastError(), "the kernel (cudaGetLastError)");
+    qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
+    *median_us = 1000.0 * (iters % 2 ? ms[iters / 2] : 0.5 * ((double)ms[iters / 2 - 1] + ms[iters / 2]));
+cleanup:
+    if (s)
+        cudaStreamSynchronize(s); /* a failed iteration may leave work queued */
+    if (e0)
+        cudaEventDestroy(e0);
+    if (e1)
+        cudaEventDestroy(e1);
+    if (s)
+        cudaStreamDestroy(s);
+    cudaFree(flush);
+    free(ms);
+    return st;
+}
+
+typedef struct softmax_launch {
+    attnbwd_kernel *k;
+    const suite_case *c;
+    const dev_inputs *d;
+} softmax_launch;
+
+static attnbwd_status launch_softmax(void *user, void *s) {
+    const softmax_launch *l = user;
+    return launch(l->k, l->c, l->d, (cudaStream_t)s);
+}
+
 attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: null result");
@@ -560,57 +621,19 @@ attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters,
     r->elements = (size_t)(c->shape.batch * c->shape.heads * c->shape.seq_len * c->shape.seq_len);
 
     dev_inputs d = {0};
-    cudaStream_t s = NULL;
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    void *flush = NULL;
-    float *ms = malloc((size_t)iters * sizeof *ms);
-    int dev = 0, l2 = 0;
-    size_t flush_bytes = 0;
-    if (!ms) {
-        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "check_time_case: out of memory");
-        goto cleanup;
-    }
     st = upload_inputs(c, 0x5eedf00dull, &d);
-    if (st != ATTNBWD_OK)
-        goto cleanup;
-    CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
-    CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute(L2 size)");
-    flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
-    CUDA_TRY(cudaMalloc(&flush, flush_bytes), "cudaMalloc of the L2 flush buffer");
-    CUDA_TRY(cudaStreamCreate(&s), "cudaStreamCreate");
-    CUDA_TRY(cudaEventCreate(&e0), "cudaEventCreate");
-    CUDA_TRY(cudaEventCreate(&e1), "cudaEventCreate");
-    for (int it = 0; it < WARMUPS + iters; it++) {
-        /* Cold L2: zero a 2x-L2 buffer before each launch, outside the events. */
-        CUDA_TRY(cudaMemsetAsync(flush, 0, flush_bytes, s), "cudaMemsetAsync (L2 flush)");
-        CUDA_TRY(cudaEventRecord(e0, s), "cudaEventRecord");
-        st = launch(k, c, &d, s);
-        if (st != ATTNBWD_OK)
-            goto cleanup;
-        CUDA_TRY(cudaEventRecord(e1, s), "cudaEventRecord");
-        CUDA_TRY(cudaEventSynchronize(e1), "the kernel (cudaEventSynchronize)");
-        if (it >= WARMUPS)
-            CUDA_TRY(cudaEventElapsedTime(&ms[it - WARMUPS], e0, e1), "cudaEventElapsedTime");
+    if (st == ATTNBWD_OK) {
+        softmax_launch l = {k, c, &d};
+        st = check_time_launches(launch_softmax, &l, iters, &r->median_us);
     }
-    CUDA_TRY(cudaGetLastError(), "the kernel (cudaGetLastError)");
-    qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
-    double med = iters % 2 ? ms[iters / 2] : 0.5 * ((double)ms[iters / 2 - 1] + ms[iters / 2]);
-    r->median_us = med * 1000.0;
+    dev_free(&d);
+    if (st != ATTNBWD_OK) {
+        snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
+        return st;
+    }
     r->gbytes_per_s = r->median_us > 0 ? check_floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
     r->pass = 1;
     snprintf(r->message, sizeof r->message, "median %.2f us over %d launches, %.1f GB/s of floor bytes",
              r->median_us, iters, r->gbytes_per_s);
-cleanup:
-    if (e0)
-        cudaEventDestroy(e0);
-    if (e1)
-        cudaEventDestroy(e1);
-    if (s)
-        cudaStreamDestroy(s);
-    cudaFree(flush);
-    dev_free(&d);
-    free(ms);
-    if (st != ATTNBWD_OK)
-        snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
-    return st;
+    return ATTNBWD_OK;
 }

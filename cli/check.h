@@ -43,6 +43,12 @@ attnbwd_status check_case(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, 
  * r->gbytes_per_s. Inputs are random, as for check_case. */
 attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r);
 
+/* The timing loop shared by the problems: fn launches the work on stream s
+ * (a cudaStream_t); median device time in us of `iters` launches, each after
+ * a cold L2, following 10 warm-ups. */
+typedef attnbwd_status (*check_launch_fn)(void *user, void *s);
+attnbwd_status check_time_launches(check_launch_fn fn, void *user, int iters, double *median_us);
+
 /* Bytes that must move for a case (the spec's floor). */
 double check_floor_bytes(const suite_case *c);
 

@@ -35,7 +35,6 @@
 #include "error.h"
 #include "reference_edit.h"
 
-#define WARMUPS 10
 #define NOUT CHECK_EDIT_OUTPUTS
 #define BENCH_P 0.1 /* the public benchmark's dropout_p: what ref_edit_draw_inputs draws */
 
@@ -289,6 +288,17 @@ static attnbwd_status launch(attnbwd_kernel *k, const suite_case *c, const edit_
     return st == ATTNBWD_OK ? st : err_wrap(st, "%s: launch", c->name);
 }
 
+typedef struct edit_launch {
+    attnbwd_kernel *k;
+    const suite_case *c;
+    const edit_args *da;
+} edit_launch;
+
+static attnbwd_status launch_edit(void *user, void *s) {
+    const edit_launch *l = user;
+    return launch(l->k, l->c, l->da, (cudaStream_t)s);
+}
+
 /* ---- comparison ---- */
 
 static void compare_one(const float *o, const double *ref, size_t n, int64_t T, int is_region_bias, double atol,
@@ -509,11 +519,6 @@ cleanup:
     return st;
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
 attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: null result");
@@ -528,12 +533,9 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
     ref_edit_fwd32 f;
     edit_dev d;
     edit_args ha, da;
-    cudaStream_t s = NULL;
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    void *flush = NULL;
-    float *ms = NULL;
-    int dev = 0, l2 = 0, have_host = 0;
-    size_t flush_bytes = 0;
+    edit_launch l;
+    int have_host = 0;
+    double tflops = 0.0;
     memset(&d, 0, sizeof d);
 
     attnbwd_kernel *k = NULL;
@@ -542,10 +544,6 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
         goto cleanup;
     for (int i = 0; i < NOUT; i++)
         r->elements += sz_elems(out_desc[i].size, c->shape.batch, c->shape.seq_len);
-    if (!(ms = malloc((size_t)iters * sizeof *ms))) {
-        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "check_time_case: out of memory");
-        goto cleanup;
-    }
     st = draw_host(c, 0x5eedf00dull, 0, &in, &f);
     if (st != ATTNBWD_OK)
         goto cleanup;
@@ -558,47 +556,18 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
     ref_edit_inputs_free(&in);
     have_host = 0;
 
-    CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
-    CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute(L2 size)");
-    flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
-    CUDA_TRY(cudaMalloc(&flush, flush_bytes), "cudaMalloc of the L2 flush buffer");
-    CUDA_TRY(cudaStreamCreate(&s), "cudaStreamCreate");
-    CUDA_TRY(cudaEventCreate(&e0), "cudaEventCreate");
-    CUDA_TRY(cudaEventCreate(&e1), "cudaEventCreate");
-    for (int it = 0; it < WARMUPS + iters; it++) {
-        /* Cold L2: zero a 2x-L2 buffer before each launch, outside the events. */
-        CUDA_TRY(cudaMemsetAsync(flush, 0, flush_bytes, s), "cudaMemsetAsync (L2 flush)");
-        CUDA_TRY(cudaEventRecord(e0, s), "cudaEventRecord");
-        st = launch(k, c, &da, s);
-        if (st != ATTNBWD_OK)
-            goto cleanup;
-        CUDA_TRY(cudaEventRecord(e1, s), "cudaEventRecord");
-        CUDA_TRY(cudaEventSynchronize(e1), "the kernel (cudaEventSynchronize)");
-        if (it >= WARMUPS)
-            CUDA_TRY(cudaEventElapsedTime(&ms[it - WARMUPS], e0, e1), "cudaEventElapsedTime");
-    }
-    CUDA_TRY(cudaGetLastError(), "the kernel (cudaGetLastError)");
-    qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
-    const double med = iters % 2 ? ms[iters / 2] : 0.5 * ((double)ms[iters / 2 - 1] + ms[iters / 2]);
-    r->median_us = med * 1000.0;
+    l = (edit_launch){k, c, &da};
+    st = check_time_launches(launch_edit, &l, iters, &r->median_us);
+    if (st != ATTNBWD_OK)
+        goto cleanup;
     r->gbytes_per_s = r->median_us > 0 ? check_floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
-    const double tflops = r->median_us > 0 ? check_floor_flops(c) / (r->median_us * 1e-6) / 1e12 : 0.0;
+    tflops = r->median_us > 0 ? check_floor_flops(c) / (r->median_us * 1e-6) / 1e12 : 0.0;
     r->pass = 1;
     snprintf(r->message, sizeof r->message,
              "median %.2f us over %d launches, %.1f GB/s of floor bytes, %.1f TFLOP/s of floor work", r->median_us,
              iters, r->gbytes_per_s, tflops);
 cleanup:
-    if (s)
-        cudaStreamSynchronize(s); /* a failed iteration may leave work queued */
-    if (e0)
-        cudaEventDestroy(e0);
-    if (e1)
-        cudaEventDestroy(e1);
-    if (s)
-        cudaStreamDestroy(s);
-    cudaFree(flush);
     dev_free(&d);
-    free(ms);
     if (have_host) {
         ref_edit_fwd32_free(&f);
         ref_edit_inputs_free(&in);
