@@ -502,9 +502,23 @@ cleanup:
 
 /* ---- entry points ---- */
 
+/* The harness allocates with the CUDA runtime: on the context's device. */
+static attnbwd_status use_ctx_device(attnbwd_ctx *ctx) {
+    attnbwd_ctx_info info;
+    if (!ctx || attnbwd_ctx_get_info(ctx, &info) != ATTNBWD_OK) return ATTNBWD_OK; /* reported by the caller */
+    cudaError_t e = cudaSetDevice(info.device);
+    return e == cudaSuccess ? ATTNBWD_OK : cuda_err(e, "cudaSetDevice (the context's device)");
+}
+
 attnbwd_status check_case(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_case: null result");
+    attnbwd_status dev_st = use_ctx_device(ctx);
+    if (dev_st != ATTNBWD_OK) {
+        memset(r, 0, sizeof *r);
+        snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
+        return dev_st;
+    }
     if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
         return check_edit_case(ctx, c, seed, r);
     memset(r, 0, sizeof *r);
@@ -607,6 +621,12 @@ static attnbwd_status launch_softmax(void *user, void *s) {
 attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: null result");
+    attnbwd_status dev_st = use_ctx_device(ctx);
+    if (dev_st != ATTNBWD_OK) {
+        memset(r, 0, sizeof *r);
+        snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
+        return dev_st;
+    }
     if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
         return check_edit_time_case(ctx, c, iters, r);
     memset(r, 0, sizeof *r);

@@ -250,6 +250,7 @@ typedef struct attnbwd_ctx_info {
     int disk_cache;             /* 1 when entries are read and written */
     uint64_t cache_bytes;       /* size of the entries now in the cache */
     uint64_t cache_entries;
+    int device;                 /* the CUDA ordinal kernels launch on (options.device) */
 } attnbwd_ctx_info;
 
 ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info);

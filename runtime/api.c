@@ -407,5 +407,6 @@ attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info) {
     info->cache_dir = ctx->cache.dir ? ctx->cache.dir : "";
     info->disk_cache = ctx->cache.dir && ctx->cache.writable;
     cache_usage(&ctx->cache, &info->cache_bytes, &info->cache_entries);
+    info->device = ctx->device_ordinal;
     return ATTNBWD_OK;
 }

@@ -176,6 +176,7 @@ static void memory_and_disk_hits(void **state) {
     attnbwd_ctx_info ci;
     assert_int_equal(attnbwd_ctx_get_info(ctx, &ci), ATTNBWD_OK);
     assert_string_equal(ci.cache_dir, dir);
+    assert_int_equal(ci.device, 0);
     assert_int_equal(ci.cache_entries, 1);
     assert_true(ci.cache_bytes > ib.cubin_bytes);
     /* Another shape is another entry. */
