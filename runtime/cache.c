@@ -156,6 +156,35 @@ static int dir_unwritable(const char *dir) {
     return err;
 }
 
+/* Leftovers that nothing will read: temporary files of writers that died
+ * (a live write takes seconds; these are over an hour old) and entries moved
+ * aside as bad over a week ago (kept that long for a look). Lock files stay:
+ * removing one could let two processes hold "the" lock at once. */
+#define STALE_TMP_SECONDS 3600
+#define STALE_BAD_SECONDS (7 * 24 * 3600)
+
+static void sweep(const disk_cache *c) {
+    DIR *d = opendir(c->dir);
+    if (!d) return;
+    const time_t now = time(NULL);
+    unsigned removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        const int tmp = strncmp(n, ".tmp-", 5) == 0 && strncmp(n, ".tmp-probe-", 11) != 0;
+        const int bad = strstr(n, ".atbc") == NULL && strstr(n, ".bad-") != NULL;
+        if (!tmp && !bad) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        /* A rename keeps mtime but sets ctime: a bad file's age counts from the move. */
+        const time_t since = tmp ? st.st_mtime : st.st_ctime;
+        if (now - since > (tmp ? STALE_TMP_SECONDS : STALE_BAD_SECONDS) && unlinkat(dirfd(d), n, 0) == 0)
+            removed++;
+    }
+    closedir(d);
+    if (removed) log_line(c->log, ATTNBWD_LOG_INFO, "disk cache: removed %u stale temporary or bad file(s)", removed);
+}
+
 void cache_open(disk_cache *c, const char *explicit_dir, int enabled, const logger *log) {
     c->dir = NULL;
     c->writable = 0;
@@ -189,8 +218,10 @@ void cache_open(disk_cache *c, const char *explicit_dir, int enabled, const logg
         log_line(log, ATTNBWD_LOG_WARN,
                  "disk cache %s is not writable (%s): reading existing entries only", dir,
                  errstr(err, eb, sizeof eb));
-    else
+    else {
         log_line(log, ATTNBWD_LOG_INFO, "disk cache in %s", dir);
+        sweep(c);
+    }
 }
 
 void cache_close(disk_cache *c) {

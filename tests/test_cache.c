@@ -865,6 +865,52 @@ static void test_put_failure(void **state) {
 
 /* ---- switches and directory resolution -------------------------------------------- */
 
+/* Opening a writable cache removes what dead writers and old quarantines
+ * left: .tmp-* over an hour old, *.bad-* moved aside over a week ago; it
+ * keeps fresh ones, entries and lock files. */
+static void touch_aged(const char *dir, const char *name, long age_seconds) {
+    char *p = join(dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("x", f);
+    fclose(f);
+    struct timespec t[2];
+    clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= age_seconds;
+    t[1] = t[0];
+    assert_int_equal(utimensat(AT_FDCWD, p, t, 0), 0);
+    free(p);
+}
+
+static void test_sweep(void **state) {
+    (void)state;
+    char *dir = make_tmpdir();
+    disk_cache c;
+    cache_open(&c, dir, 1, &LG);
+    const char *manifest = "m";
+    char key[CACHE_KEY_HEX + 1];
+    cache_key(manifest, 1, key);
+    assert_int_equal(cache_put(&c, key, manifest, 1, "payload", 7), 1);
+    cache_close(&c);
+    touch_aged(dir, ".tmp-old-1-1", 2 * 3600);
+    touch_aged(dir, ".tmp-new-1-2", 60);
+    touch_aged(dir, "0123.lock", 30 * 24 * 3600);
+    /* A bad file's age counts from its move (ctime), which is now: kept. */
+    touch_aged(dir, "0123.bad-42", 30 * 24 * 3600);
+    cache_open(&c, dir, 1, &LG);
+    assert_int_equal(count_files(dir, ".tmp-old", ""), 0);
+    assert_int_equal(count_files(dir, ".tmp-new", ""), 1);
+    assert_int_equal(count_files(dir, "0123.lock", ""), 1);
+    assert_int_equal(count_files(dir, "0123.bad-", ""), 1);
+    void *payload = NULL;
+    size_t len = 0;
+    assert_int_equal(cache_get(&c, key, manifest, 1, &payload, &len), 1); /* the entry is untouched */
+    free(payload);
+    cache_close(&c);
+    rm_rf(dir);
+    free(dir);
+}
+
 static void test_off_switches(void **state) {
     (void)state;
     char *root = make_tmpdir();
@@ -1019,6 +1065,7 @@ int main(void) {
         cmocka_unit_test(test_uncreatable),
         cmocka_unit_test(test_put_failure),
         cmocka_unit_test(test_off_switches),
+        cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_dir_resolution),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
