@@ -6,7 +6,8 @@
 --   bias gradients from gS (summed over b)         gQ = scale gS @ k, gK = scale gS^T @ q, gV = Pd^T @ gA_h
 --   grad_hidden_states = grad_qkv @ qkv_weight     grad_qkv_weight = grad_qkv^T @ hidden_states
 --   the two bias gradients as column sums
--- Matrix products on tensor cores (TF32) or exact fp32; every reduction in a
+-- Matrix products on tensor cores (TF32, or fp16 operands; fp32 accumulation)
+-- or exact fp32; every reduction in a
 -- fixed order. Each launch names its arguments: "in:NAME" / "out:NAME" (the
 -- fields of attnbwd_edit_attention_args), "ws:BYTES" (workspace offset),
 -- "f32:NAME" (a scalar of the args, or "one"), "i64:N", "i32:N".
@@ -27,8 +28,8 @@ function M.validate(shape, t)
   if shape.seq_len > POS then
     return string.format("T=%d: longer than the 1024 positions of edit_region_bias (not supported yet)", shape.seq_len)
   end
-  if t.precision ~= 0 and t.precision ~= 1 then
-    return "precision " .. tostring(t.precision) .. ": only tf32 (0) and fp32 (1) are generated yet"
+  if t.precision ~= 0 and t.precision ~= 1 and t.precision ~= 2 then
+    return "precision " .. tostring(t.precision) .. ": 0 (tf32), 1 (fp32) or 2 (fp16)"
   end
   if t.col_split ~= COL_SPLIT then return "col_split must be " .. COL_SPLIT end
   return nil
@@ -60,7 +61,7 @@ function M.plan(shape, t, arch)
     local kname = prefix .. "_" .. name
     parts[#parts + 1] = render.render("gemm_kernel.cu", {
       NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
-      TA = g.ta, TB = g.tb, TF32 = t.precision == 0, INNER = g.inner or 1,
+      TA = g.ta, TB = g.tb, MODE = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision], INNER = g.inner or 1,
       SA1 = g.sa1 or 0, SA0 = g.sa0 or 0, SB1 = g.sb1 or 0, SB0 = g.sb0 or 0, SC1 = g.sc1 or 0, SC0 = g.sc0 or 0,
     })
     launches[#launches + 1] = {

@@ -3,8 +3,9 @@
 //   C[z] = alpha * op(A[z]) @ op(B[z]),  op(A): [M, K], op(B): [K, N], row-major
 // with lda/ldb/ldc and a two-level batch z = z1 * INNER + z0 (batch, head).
 // A block is 4 warps as 2 x 2, each a 32 x 32 piece of the 64 x 64 tile, made
-// of m16n8k8 MMAs on TF32 operands (fp32 accumulation), or of exact fp32 FMAs
-// over the same fragment ownership when TF32 is 0.
+// of MMAs with fp32 accumulation: MODE 1 m16n8k8 on TF32 operands, MODE 2
+// m16n8k16 on fp16 operands; MODE 0 exact fp32 FMAs over the same fragment
+// ownership.
 namespace gemm {
 typedef long long i64;
 constexpr int BM = 64, BN = 64, BK = 16, PAD = 8; // PAD: rows of shared memory land on distinct banks
@@ -22,7 +23,22 @@ __device__ __forceinline__ void mma_tf32(float c[4], const unsigned a[4], const 
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, i64 LDC, bool TA, bool TB, bool TF32, int INNER, i64 SA1,
+// Two floats as one f16x2 register, lo in the low half (the element with the
+// lower k index, as the fragments want it).
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ void mma_f16(float c[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, i64 LDC, bool TA, bool TB, int MODE, int INNER, i64 SA1,
           i64 SA0, i64 SB1, i64 SB0, i64 SC1, i64 SC0>
 __device__ __forceinline__ void tile(const float *__restrict__ A, const float *__restrict__ B,
                                      float *__restrict__ C, float alpha) {
@@ -56,9 +72,34 @@ __device__ __forceinline__ void tile(const float *__restrict__ A, const float *_
             Bs[kk][nn] = (gn < N && gk < K) ? (TB ? B[gn * LDB + gk] : B[gk * LDB + gn]) : 0.f;
         }
         __syncthreads();
+        if (MODE == 2) {
+            // m16n8k16 f16 fragments (PTX ISA), pairs along k: A r0 (g, 2t..2t+1)
+            // r1 (g+8, 2t..) r2 (g, 2t+8..) r3 (g+8, 2t+8..); B r0 (k=2t..2t+1, n=g)
+            // r1 (k=2t+8.., n=g). BK = 16 is one step.
+            const int k = 2 * t;
+            unsigned a[2][4], b[4][2];
 #pragma unroll
-        for (int kk = 0; kk < BK; kk += 8) {
-            if (TF32) {
+            for (int i = 0; i < 2; ++i) {
+                const int r = wm + i * 16 + g;
+                a[i][0] = pack_f16x2(As[k][r], As[k + 1][r]);
+                a[i][1] = pack_f16x2(As[k][r + 8], As[k + 1][r + 8]);
+                a[i][2] = pack_f16x2(As[k + 8][r], As[k + 9][r]);
+                a[i][3] = pack_f16x2(As[k + 8][r + 8], As[k + 9][r + 8]);
+            }
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                const int c = wn + j * 8 + g;
+                b[j][0] = pack_f16x2(Bs[k][c], Bs[k + 1][c]);
+                b[j][1] = pack_f16x2(Bs[k + 8][c], Bs[k + 9][c]);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) mma_f16(acc[i][j], a[i], b[j]);
+        }
+#pragma unroll
+        for (int kk = 0; MODE != 2 && kk < BK; kk += 8) {
+            if (MODE == 1) {
                 // Fragments of m16n8k8 (PTX ISA): A a0 (g, t) a1 (g+8, t) a2 (g, t+4)
                 // a3 (g+8, t+4); B b0 (k=t, n=g) b1 (k=t+4, n=g).
                 unsigned a[2][4], b[4][2];

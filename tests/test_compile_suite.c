@@ -52,18 +52,20 @@ static void public_suite_compiles_then_hits(void **state) {
 }
 
 /* The edit-attention backward (experimental until checked on a GPU): every
- * kernel of its public suite generates and compiles, in both precisions. */
+ * kernel of its public suite generates and compiles, in all three precisions. */
 static void edit_attention_suite_compiles(void **state) {
     (void)state;
     suite_case *cases = NULL;
     size_t n = 0;
     if (suite_load("sol072_workload", &cases, &n) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
     assert_int_equal(n, 16);
-    attnbwd_shape shapes[32];
+    attnbwd_shape shapes[48];
     for (size_t i = 0; i < n; ++i) {
         shapes[i] = cases[i].shape;
         shapes[n + i] = cases[i].shape;
         shapes[n + i].precision = ATTNBWD_PRECISION_FP32;
+        shapes[2 * n + i] = cases[i].shape;
+        shapes[2 * n + i].precision = ATTNBWD_PRECISION_FP16;
     }
     log_counts lc = {0};
     attnbwd_ctx *ctx = test_open(NULL, &lc);
@@ -73,10 +75,10 @@ static void edit_attention_suite_compiles(void **state) {
     assert_non_null(strstr(attnbwd_last_error(), "ATTNBWD_EXPERIMENTAL=edit_attention"));
     setenv("ATTNBWD_EXPERIMENTAL", "edit_attention", 1);
     attnbwd_prewarm_summary sum;
-    if (attnbwd_prewarm(ctx, shapes, 2 * n, 0, NULL, NULL, &sum) != ATTNBWD_OK)
+    if (attnbwd_prewarm(ctx, shapes, 3 * n, 0, NULL, NULL, &sum) != ATTNBWD_OK)
         fail_msg("prewarm: %s", attnbwd_last_error());
-    assert_int_equal(sum.compiled, 2 * n);
-    for (size_t i = 0; i < 2 * n; ++i) {
+    assert_int_equal(sum.compiled, 3 * n);
+    for (size_t i = 0; i < 3 * n; ++i) {
         assert_int_equal(attnbwd_get_kernel(ctx, &shapes[i], &k), ATTNBWD_OK);
         /* gA, gS, grad_qkv and the partial sums live in the workspace. */
         const size_t bt = (size_t)(shapes[i].batch * shapes[i].seq_len);
@@ -92,8 +94,8 @@ static void edit_attention_suite_compiles(void **state) {
     attnbwd_shape big = {ATTNBWD_EDIT_ATTENTION_BWD, 1, 16, 1025, 1, 0};
     assert_int_equal(attnbwd_get_kernel(ctx, &big, &k), ATTNBWD_ERR_UNSUPPORTED);
     assert_non_null(strstr(attnbwd_last_error(), "T <= 1024"));
-    attnbwd_shape f16 = {ATTNBWD_EDIT_ATTENTION_BWD, 1, 16, 64, 1, ATTNBWD_PRECISION_FP16};
-    assert_int_not_equal(attnbwd_get_kernel(ctx, &f16, &k), ATTNBWD_OK);
+    attnbwd_shape bad = {ATTNBWD_EDIT_ATTENTION_BWD, 1, 16, 64, 1, 3};
+    assert_int_equal(attnbwd_get_kernel(ctx, &bad, &k), ATTNBWD_ERR_INVALID_ARGUMENT);
     unsetenv("ATTNBWD_EXPERIMENTAL");
     attnbwd_close(ctx);
     free(cases);
