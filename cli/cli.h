@@ -39,12 +39,14 @@ int cmd_prewarm(const cli_common *common, int argc, char **argv);
 int cmd_check(const cli_common *common, int argc, char **argv);
 int cmd_explore(const cli_common *common, int argc, char **argv);
 int cmd_lua(const cli_common *common, int argc, char **argv);
+int cmd_cache(const cli_common *common, int argc, char **argv);
 void cmd_info_usage(FILE *out);
 void cmd_gen_usage(FILE *out);
 void cmd_prewarm_usage(FILE *out);
 void cmd_check_usage(FILE *out);
 void cmd_explore_usage(FILE *out);
 void cmd_lua_usage(FILE *out);
+void cmd_cache_usage(FILE *out);
 
 /* Printed at the end of every subcommand's --help. */
 #define CLI_COMMON_HELP                                                                   \

@@ -25,6 +25,7 @@ static const command commands[] = {
     {"explore", "try every candidate tile choice of suites on the GPU; report the fastest", cmd_explore,
      cmd_explore_usage},
     {"lua", "run an exploration script with the attnbwd Lua API", cmd_lua, cmd_lua_usage},
+    {"cache", "cache clear: empty the disk cache folder", cmd_cache, cmd_cache_usage},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -159,7 +160,7 @@ static int run_help(const parsed *p)
     }
     const command *c = find_command(p->argv[0]);
     if (!c) {
-        fprintf(stderr, "attnbwd help: unknown command '%s' (commands: info, gen, prewarm, check, explore, lua)\n",
+        fprintf(stderr, "attnbwd help: unknown command '%s' (commands: info, gen, prewarm, check, explore, lua, cache)\n",
                 p->argv[0]);
         return CLI_USAGE;
     }

@@ -255,6 +255,13 @@ typedef struct attnbwd_ctx_info {
 
 ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info);
 
+/* Empties the context's disk cache folder: every compiled kernel, and
+ * leftovers of crashed writers. Kernels already in memory stay usable.
+ * files/bytes (may be NULL) count what was removed. Fails with
+ * ATTNBWD_ERR_CACHE when the folder is read-only or an entry cannot go;
+ * with the cache off there is nothing to do. */
+ATTNBWD_API attnbwd_status attnbwd_cache_clear(attnbwd_ctx *ctx, uint64_t *files, uint64_t *bytes);
+
 #ifdef __cplusplus
 }
 #endif

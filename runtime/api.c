@@ -410,3 +410,17 @@ attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info) {
     info->device = ctx->device_ordinal;
     return ATTNBWD_OK;
 }
+
+attnbwd_status attnbwd_cache_clear(attnbwd_ctx *ctx, uint64_t *files, uint64_t *bytes) {
+    if (!ctx) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ctx is NULL");
+    uint64_t f = 0, b = 0;
+    int err = cache_clear(&ctx->cache, &f, &b);
+    if (files) *files = f;
+    if (bytes) *bytes = b;
+    if (err)
+        return err_set(ATTNBWD_ERR_CACHE, "clearing the disk cache %s: %s (%llu files removed)",
+                       ctx->cache.dir ? ctx->cache.dir : "", strerror(err), (unsigned long long)f);
+    log_line(&ctx->log, ATTNBWD_LOG_INFO, "disk cache %s cleared: %llu files, %llu bytes", ctx->cache.dir ? ctx->cache.dir : "(off)",
+             (unsigned long long)f, (unsigned long long)b);
+    return ATTNBWD_OK;
+}

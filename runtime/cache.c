@@ -495,6 +495,33 @@ void cache_unlock(int fd) {
 
 /* ---- usage --------------------------------------------------------------- */
 
+int cache_clear(disk_cache *c, uint64_t *files, uint64_t *bytes) {
+    *files = *bytes = 0;
+    if (!c || !c->dir) return 0;
+    if (!c->writable) return EROFS;
+    DIR *d = opendir(c->dir);
+    if (!d) return errno;
+    int err = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        const int entry = n[0] != '.' && len > 5 && strcmp(n + len - 5, ".atbc") == 0;
+        const int leftover = (strncmp(n, ".tmp-", 5) == 0) || (strstr(n, ".bad-") && !strstr(n, ".atbc"));
+        if (!entry && !leftover) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (unlinkat(dirfd(d), n, 0) != 0) {
+            if (errno != ENOENT) err = errno; /* ENOENT: another process removed it first */
+            continue;
+        }
+        *files += 1;
+        *bytes += (uint64_t)st.st_size;
+    }
+    closedir(d);
+    return err;
+}
+
 void cache_usage(const disk_cache *c, uint64_t *bytes, uint64_t *entries) {
     *bytes = 0;
     *entries = 0;

@@ -59,6 +59,12 @@ int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t m
 int cache_lock(disk_cache *c, const char *key_hex, int timeout_ms);
 void cache_unlock(int fd);
 
+/* Removes every entry (*.atbc) and every leftover (.tmp-*, *.bad-*) of the
+ * directory; lock files stay (another process may hold one). Counts what it
+ * removed. Returns 0, or an errno when the directory cannot be read or an
+ * entry cannot be removed. */
+int cache_clear(disk_cache *c, uint64_t *files, uint64_t *bytes);
+
 /* Bytes and entry count of the *.atbc files in the directory. */
 void cache_usage(const disk_cache *c, uint64_t *bytes, uint64_t *entries);
 

@@ -184,6 +184,20 @@ static void memory_and_disk_hits(void **state) {
     assert_int_equal(attnbwd_get_kernel(ctx, &s, &b), ATTNBWD_OK);
     assert_ptr_not_equal(a, b);
     assert_int_equal(lc.compiled, 1);
+    /* Clearing removes both entries; the kernels in memory stay usable. */
+    uint64_t files = 0, bytes = 0;
+    assert_int_equal(attnbwd_cache_clear(ctx, &files, &bytes), ATTNBWD_OK);
+    assert_int_equal(files, 2);
+    assert_true(bytes > 2 * ib.cubin_bytes / 2);
+    assert_int_equal(attnbwd_ctx_get_info(ctx, &ci), ATTNBWD_OK);
+    assert_int_equal(ci.cache_entries, 0);
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &a), ATTNBWD_OK);
+    assert_ptr_equal(a, b);
+    attnbwd_close(ctx);
+    lc = (log_counts){0};
+    ctx = test_open(dir, &lc);
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &a), ATTNBWD_OK);
+    assert_int_equal(lc.compiled, 1); /* gone from disk: compiled again */
     attnbwd_close(ctx);
     test_rmtree(dir);
     free(dir);

@@ -431,6 +431,34 @@ static void test_lua_script(void **state)
     free(dir);
 }
 
+static void test_cache_clear(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir();
+    const char *pre[] = {"prewarm", "-q", "--arch", "sm_90", "--cache-dir", dir, "sol066_workload", NULL};
+    run_result r = run_cli(pre);
+    assert_int_equal(r.rc, 0);
+    free_result(&r);
+    const char *clear[] = {"cache", "clear", "--cache-dir", dir, NULL};
+    r = run_cli(clear);
+    if (r.rc != 0)
+        dump("cache clear", &r);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "removed 16 files");
+    free_result(&r);
+    r = run_cli(clear);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "removed 0 files");
+    free_result(&r);
+    const char *bad[] = {"cache", "empty", NULL};
+    r = run_cli(bad);
+    assert_int_equal(r.rc, 2);
+    assert_contains(r.err, "expected 'clear'");
+    free_result(&r);
+    remove_tree(dir);
+    free(dir);
+}
+
 static void test_info(void **state)
 {
     (void)state;
@@ -514,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_check_without_gpu),
         cmocka_unit_test(test_prewarm_disk_cache),
         cmocka_unit_test(test_lua_script),
+        cmocka_unit_test(test_cache_clear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
