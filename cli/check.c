@@ -20,6 +20,8 @@
 
 #include <cuda_runtime.h>
 
+#include "check_cuda.h"
+
 #include "error.h"
 #include "reference.h"
 
@@ -168,22 +170,6 @@ static void parallel_for(int64_t n, int64_t cost_per_item, range_fn fn, void *ar
         if (started[t])
             pthread_join(w[t].th, NULL);
 }
-
-/* ---- CUDA helpers ---- */
-
-static attnbwd_status cuda_err(cudaError_t e, const char *what) {
-    attnbwd_status s = e == cudaErrorMemoryAllocation ? ATTNBWD_ERR_OUT_OF_MEMORY : ATTNBWD_ERR_CUDA;
-    return err_set(s, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-#define CUDA_TRY(call, what)                                                                              \
-    do {                                                                                                  \
-        cudaError_t e_ = (call);                                                                          \
-        if (e_ != cudaSuccess) {                                                                          \
-            st = cuda_err(e_, what);                                                                      \
-            goto cleanup;                                                                                 \
-        }                                                                                                 \
-    } while (0)
 
 int check_gpu_available(char *why, size_t why_len) {
     int n = 0;

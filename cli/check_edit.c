@@ -32,6 +32,8 @@
 
 #include <cuda_runtime.h>
 
+#include "check_cuda.h"
+
 #include "error.h"
 #include "reference_edit.h"
 
@@ -98,22 +100,6 @@ static double **grad_slot(ref_edit_grads *g, int i) {
                         &g->grad_within_edit_bias, &g->grad_cross_edit_bias};
     return s[i];
 }
-
-/* ---- CUDA helpers ---- */
-
-static attnbwd_status cuda_err(cudaError_t e, const char *what) {
-    attnbwd_status s = e == cudaErrorMemoryAllocation ? ATTNBWD_ERR_OUT_OF_MEMORY : ATTNBWD_ERR_CUDA;
-    return err_set(s, "%s: %s (%s)", what, cudaGetErrorName(e), cudaGetErrorString(e));
-}
-
-#define CUDA_TRY(call, what)                                                                              \
-    do {                                                                                                  \
-        cudaError_t e_ = (call);                                                                          \
-        if (e_ != cudaSuccess) {                                                                          \
-            st = cuda_err(e_, what);                                                                      \
-            goto cleanup;                                                                                 \
-        }                                                                                                 \
-    } while (0)
 
 /* ---- the case ---- */
 
