@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "check_cuda.h"
+#include "prng.h"
 
 #include "error.h"
 #include "reference.h"
@@ -41,33 +42,14 @@ typedef struct rng {
     uint64_t s[4];
 } rng;
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void rng_seed(rng *g, uint64_t seed, uint64_t stream, uint64_t row) {
     uint64_t x = seed ^ (stream * 0xd1342543de82ef95ull);
-    x = splitmix64(&x) ^ (row * 0xaf251af3b0f025b5ull);
+    x = prng_splitmix64(&x) ^ (row * 0xaf251af3b0f025b5ull);
     for (int k = 0; k < 4; k++)
-        g->s[k] = splitmix64(&x);
+        g->s[k] = prng_splitmix64(&x);
 }
 
-static inline uint64_t rotl(uint64_t v, int k) { return (v << k) | (v >> (64 - k)); }
-
-static inline uint64_t rng_next(rng *g) {
-    uint64_t *s = g->s;
-    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return r;
-}
+static inline uint64_t rng_next(rng *g) { return prng_xoshiro256ss(g->s); }
 
 /* Standard normals by Box-Muller, two at a time; u1 in (0, 1] keeps log finite. */
 static void fill_randn(rng *g, float *v, int64_t n) {
@@ -488,23 +470,25 @@ cleanup:
 
 /* ---- entry points ---- */
 
-/* The harness allocates with the CUDA runtime: on the context's device. */
-static attnbwd_status use_ctx_device(attnbwd_ctx *ctx) {
+/* The harness allocates with the CUDA runtime: on the context's device. A
+ * failure empties r and leaves the message in it. */
+static attnbwd_status use_ctx_device(attnbwd_ctx *ctx, check_result *r) {
     attnbwd_ctx_info info;
     if (!ctx || attnbwd_ctx_get_info(ctx, &info) != ATTNBWD_OK) return ATTNBWD_OK; /* reported by the caller */
     cudaError_t e = cudaSetDevice(info.device);
-    return e == cudaSuccess ? ATTNBWD_OK : cuda_err(e, "cudaSetDevice (the context's device)");
+    if (e == cudaSuccess) return ATTNBWD_OK;
+    attnbwd_status st = cuda_err(e, "cudaSetDevice (the context's device)");
+    memset(r, 0, sizeof *r);
+    snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
+    return st;
 }
 
 attnbwd_status check_case(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_case: null result");
-    attnbwd_status dev_st = use_ctx_device(ctx);
-    if (dev_st != ATTNBWD_OK) {
-        memset(r, 0, sizeof *r);
-        snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
+    attnbwd_status dev_st = use_ctx_device(ctx, r);
+    if (dev_st != ATTNBWD_OK)
         return dev_st;
-    }
     if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
         return check_edit_case(ctx, c, seed, r);
     memset(r, 0, sizeof *r);
@@ -607,12 +591,9 @@ static attnbwd_status launch_softmax(void *user, void *s) {
 attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: null result");
-    attnbwd_status dev_st = use_ctx_device(ctx);
-    if (dev_st != ATTNBWD_OK) {
-        memset(r, 0, sizeof *r);
-        snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
+    attnbwd_status dev_st = use_ctx_device(ctx, r);
+    if (dev_st != ATTNBWD_OK)
         return dev_st;
-    }
     if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
         return check_edit_time_case(ctx, c, iters, r);
     memset(r, 0, sizeof *r);

@@ -5,6 +5,7 @@
  * extensions, so it vectorises at -O2 on any target) run on pthreads; the
  * [B,16,T,T] intermediates are handled one (b,h) slice at a time, never whole.
  * Threads: sysconf(_SC_NPROCESSORS_ONLN), or ATTNBWD_REF_THREADS if set. */
+#include "prng.h"
 #include "reference_edit.h"
 
 #include <math.h>
@@ -221,13 +222,6 @@ static int shape_ok(int64_t B, int64_t T, int64_t P) {
 
 /* ---------------------------------------------------------------- drawing */
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 typedef struct rng {
     uint64_t s[4];
     int have; /* a second Box-Muller normal kept */
@@ -238,23 +232,11 @@ static rng rng_seed(uint64_t seed, uint64_t tag, uint64_t row) {
     uint64_t sm = seed ^ (tag * 0xD1B54A32D192ED03ull) ^ (row * 0x8CB92BA72F3D8DD7ull);
     rng r = {{0}, 0, 0.0};
     for (int i = 0; i < 4; i++)
-        r.s[i] = splitmix64(&sm);
+        r.s[i] = prng_splitmix64(&sm);
     return r;
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t xoshiro(rng *r) { /* xoshiro256** */
-    uint64_t *s = r->s;
-    const uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
+static uint64_t xoshiro(rng *r) { return prng_xoshiro256ss(r->s); }
 
 static double uniform(rng *r) { return (double)(xoshiro(r) >> 11) * 0x1.0p-53; } /* [0, 1) */
 
