@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "gpu_test.h"
 #include "suite.h"
 
 #define STRICT_REL 1e-5 /* fp32-exact: the issue asks ~1e-6 */
@@ -61,24 +62,8 @@ static run make_run(int64_t B, int64_t T, double p, int precision, unsigned flag
     return r;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(void) {
-    char why[256];
-    if (check_gpu_available(why, sizeof why) != 0) {
-        printf("skipped: %s\n", why);
-        return 77;
-    }
-
-    uint64_t seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
-    const char *env = getenv("ATTNBWD_SEED");
-    if (env && *env)
-        seed = strtoull(env, NULL, 0);
-    printf("seed %" PRIu64 " (ATTNBWD_SEED=%" PRIu64 " replays this run)\n", seed, seed);
+    uint64_t seed = gpu_test_begin();
 
     suite_case *suite = NULL;
     size_t ns = 0;
@@ -129,9 +114,9 @@ int main(void) {
         const run *u = &runs[k];
         check_result r;
         check_edit_output o[CHECK_EDIT_OUTPUTS];
-        double t0 = now_s();
+        double t0 = gpu_test_now();
         st = check_edit_case_ex(ctx, &u->c, seed + k, u->flags, &r, o);
-        double dt = now_s() - t0;
+        double dt = gpu_test_now() - t0;
         if (st == ATTNBWD_ERR_UNSUPPORTED && u->may_refuse) {
             printf("%-44s %s REFUSED (allowed past T = 1024): %s\n", u->c.name, prec_name(u->c.shape.precision),
                    r.message);

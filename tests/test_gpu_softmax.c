@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "gpu_test.h"
 #include "suite.h"
 
 static suite_case make_case(int64_t B, int64_t H, int64_t T, double p) {
@@ -28,24 +29,8 @@ static suite_case make_case(int64_t B, int64_t H, int64_t T, double p) {
     return c;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(void) {
-    char why[256];
-    if (check_gpu_available(why, sizeof why) != 0) {
-        printf("skipped: %s\n", why);
-        return 77;
-    }
-
-    uint64_t seed = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
-    const char *env = getenv("ATTNBWD_SEED");
-    if (env && *env)
-        seed = strtoull(env, NULL, 0);
-    printf("seed %" PRIu64 " (ATTNBWD_SEED=%" PRIu64 " replays this run)\n", seed, seed);
+    uint64_t seed = gpu_test_begin();
 
     suite_case *cases = NULL;
     size_t n = 0;
@@ -86,9 +71,9 @@ int main(void) {
     int failures = 0;
     for (size_t k = 0; k < n; k++) {
         check_result r;
-        double t0 = now_s();
+        double t0 = gpu_test_now();
         st = check_case(ctx, &all[k], seed + k, &r);
-        double dt = now_s() - t0;
+        double dt = gpu_test_now() - t0;
         if (st != ATTNBWD_OK) {
             printf("%-44s ERROR %s: %s\n", all[k].name, attnbwd_status_name(st), r.message);
             failures++;
