@@ -2,6 +2,7 @@
 # One call on a lent GPU machine, over a build made elsewhere (the machine has
 # no Lua, cJSON or cmocka: bench/stage_devlibs.sh copies them into the build).
 #   bench/gpu_session.sh check   GPU tests, `attnbwd check --time`, get_kernel latency
+#   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
 # Results go to $OUT (or /tmp/attnbwd-out).
@@ -20,6 +21,13 @@ case "${1:-check}" in
     build/tests/test_gpu_softmax 2>&1 | tee "$OUT/gpu_test.txt"
     echo "test_gpu_softmax exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gpu_test.txt"
     build/attnbwd check --time sol066_workload 2>&1 | tee "$OUT/check.txt"
+    ;;
+  edit)
+    export ATTNBWD_EXPERIMENTAL=edit_attention
+    build/attnbwd prewarm -q sol072_workload 2>&1 | tail -2 | tee "$OUT/edit_prewarm.txt"
+    build/attnbwd check --time --iters 20 sol072_workload 2>&1 | tee "$OUT/edit_check.txt"
+    build/tests/test_gpu_edit 2>&1 | tee "$OUT/edit_gpu_test.txt"
+    echo "test_gpu_edit exit: ${PIPESTATUS[0]}" | tee -a "$OUT/edit_gpu_test.txt"
     ;;
   explore)
     shift

@@ -30,6 +30,7 @@ typedef struct check_result {
     double median_us;         /* filled by check_time, else 0 */
     double gbytes_per_s;      /* floor bytes / median time, filled by check_time */
     char message[256];        /* why it failed, or a one-line summary */
+    char breakdown[2048];     /* check_time of problem 2: one line per kernel, slowest first */
 } check_result;
 
 /* 0 when a CUDA device can be used by the harness, else -1 with why. */

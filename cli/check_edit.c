@@ -22,6 +22,7 @@
  * figures of check_edit_case_ex) or the error message. Everything allocated is
  * freed on every path. */
 #include "check.h"
+#include "internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -285,6 +286,61 @@ static attnbwd_status launch_edit(void *user, void *s) {
     return launch(l->k, l->c, l->da, (cudaStream_t)s);
 }
 
+/* One kernel of the plan alone, for the per-kernel breakdown. */
+typedef struct edit_launch_one {
+    attnbwd_kernel *k;
+    const edit_args *da;
+    int index;
+} edit_launch_one;
+
+static attnbwd_status launch_edit_one(void *user, void *s) {
+    const edit_launch_one *l = user;
+    return edit_attention_launch_range(l->k, l->da, s, l->index, 1);
+}
+
+typedef struct kernel_time {
+    const char *name;
+    double us;
+} kernel_time;
+
+static int by_time_desc(const void *a, const void *b) {
+    const double x = ((const kernel_time *)a)->us, y = ((const kernel_time *)b)->us;
+    return (x < y) - (x > y);
+}
+
+/* Each kernel timed alone, the same way as the whole (cold L2, median):
+ * "name us share" lines, slowest first. Kernels that follow each other may
+ * overlap a little in the whole, so the shares can add up past 100%. */
+static attnbwd_status time_breakdown(attnbwd_kernel *k, const edit_args *da, int iters, double whole_us,
+                                     char *out, size_t out_len) {
+    const int n = k->plan.n_launches;
+    kernel_time *t = calloc((size_t)n, sizeof *t);
+    if (!t)
+        return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    attnbwd_status st = ATTNBWD_OK;
+    for (int i = 0; i < n && st == ATTNBWD_OK; i++) {
+        edit_launch_one l = {k, da, i};
+        t[i].name = k->plan.launches[i].name;
+        st = check_time_launches(launch_edit_one, &l, iters, &t[i].us);
+    }
+    if (st == ATTNBWD_OK) {
+        qsort(t, (size_t)n, sizeof *t, by_time_desc);
+        size_t used = 0;
+        out[0] = 0;
+        for (int i = 0; i < n && used + 1 < out_len; i++) {
+            const char *short_name = strstr(t[i].name, "_p");
+            short_name = short_name && strchr(short_name + 1, '_') ? strchr(short_name + 1, '_') + 1 : t[i].name;
+            int w = snprintf(out + used, out_len - used, "%s%-24s %9.2f us %5.1f%%", i ? "\n" : "", short_name,
+                             t[i].us, whole_us > 0 ? 100.0 * t[i].us / whole_us : 0.0);
+            if (w < 0)
+                break;
+            used += (size_t)w;
+        }
+    }
+    free(t);
+    return st;
+}
+
 /* ---- comparison ---- */
 
 static void compare_one(const float *o, const double *ref, size_t n, int64_t T, int is_region_bias, double atol,
@@ -544,6 +600,9 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
 
     l = (edit_launch){k, c, &da};
     st = check_time_launches(launch_edit, &l, iters, &r->median_us);
+    if (st != ATTNBWD_OK)
+        goto cleanup;
+    st = time_breakdown(k, &da, iters, r->median_us, r->breakdown, sizeof r->breakdown);
     if (st != ATTNBWD_OK)
         goto cleanup;
     r->gbytes_per_s = r->median_us > 0 ? check_floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;

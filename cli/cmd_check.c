@@ -117,7 +117,17 @@ static int time_case(attnbwd_ctx *ctx, const check_args *a, const suite_case *c,
     double math_us = check_floor_flops(c) / (TF32_TFLOPS * 1e12) * 1e6;
     if (math_us > floor_us) floor_us = math_us;
     double frac = r->median_us > 0.0 ? floor_us / r->median_us : 0.0;
-    printf("  %9.2f us  %7.1f GB/s  %.2f of floor\n", r->median_us, r->gbytes_per_s, frac);
+    printf("  %9.2f us  %7.1f GB/s  %.2f of floor", r->median_us, r->gbytes_per_s, frac);
+    if (c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD && r->median_us > 0.0)
+        printf("  %.1f TFLOP/s", check_floor_flops(c) / (r->median_us * 1e-6) / 1e12);
+    printf("\n");
+    /* Problem 2: each kernel alone, slowest first. */
+    for (const char *line = r->breakdown; *line;) {
+        const char *end = strchr(line, '\n');
+        int len = end ? (int)(end - line) : (int)strlen(line);
+        printf("      %.*s\n", len, line);
+        line += len + (end ? 1 : 0);
+    }
     return 0;
 }
 

@@ -166,8 +166,20 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
 /* Problem 2, region-aware self-attention with edit bias, backward
  * (spec: docs/spec/edit_attention_bwd.md). Shapes: B = shape.batch,
  * T = shape.seq_len; hidden 1024, 16 heads, head_dim 64 are fixed. All
- * pointers are fp32 device pointers, contiguous, in the spec's layouts.
- * The workspace holds intermediates (see attnbwd_edit_attention_workspace). */
+ * pointers are fp32 device pointers, contiguous, in the spec's layouts,
+ * 16-byte aligned (as cudaMalloc and PyTorch give them; the tiles load 16
+ * bytes at a time). The workspace holds intermediates (see
+ * attnbwd_edit_attention_workspace).
+ * Reads only: grad_output, hidden_states, edit_region_mask, qkv_weight,
+ * out_weight, attention_mask, query, key, value, attention_probs,
+ * attention_probs_dropped, attention_output and scale. Relies on the forward
+ * pass's relations: attention_probs_dropped = probs * dropout_mask / (1-p)
+ * (so dropout_mask and dropout_p are not read) and attention_output =
+ * attention_probs_dropped @ value per head (the softmax backward's row sums
+ * come from it). Deterministic except the last bits of grad_edit_region_bias
+ * and of the query part of the intermediate grad_qkv (so also of
+ * grad_hidden_states and grad_qkv_weight): those sums cross thread blocks as
+ * float atomics. */
 typedef struct attnbwd_edit_attention_args {
     /* inputs */
     const float *grad_output;             /* [B,T,1024] */

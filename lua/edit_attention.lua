@@ -1,14 +1,21 @@
 -- Problem 2, region-aware self-attention with edit bias, backward: the
 -- kernels of one (B, T) and the order they run in (spec:
--- docs/spec/edit_attention_bwd.md). A correct-first sequence:
+-- docs/spec/edit_attention_bwd.md).
+--
+-- fused = 1 (the default):
 --   gA = grad_output @ out_weight                  grad_out_weight = grad_output^T @ attention_output
---   gPd = gA_h @ v_h^T              (per b, h)     gS = Pd*gPd - P*rowsum(Pd*gPd), masked keys 0
---   bias gradients from gS (summed over b)         gQ = scale gS @ k, gK = scale gS^T @ q, gV = Pd^T @ gA_h
+--   D = rowsum(Pd*gPd) = gA_h . attention_output_h  (one dot product per row)
+--   one pass over P and Pd (templates/attention_fused.cu): gPd, gS, gQ, gK, gV
+--     into grad_qkv, grad_edit_region_bias and the within/cross partials
 --   grad_hidden_states = grad_qkv @ qkv_weight     grad_qkv_weight = grad_qkv^T @ hidden_states
 --   the two bias gradients as column sums
+-- The four projection products run on tensor cores (templates/gemm_tc.cu) with
+-- tiles and a split of K chosen here for each product's M, N, K.
+-- fused = 0: the first, correct-first sequence (ten batched 64x64 products and
+-- separate softmax-backward and bias kernels), kept to compare against.
+--
 -- Matrix products on tensor cores (TF32, or fp16 operands; fp32 accumulation)
--- or exact fp32; every reduction in a
--- fixed order. Each launch names its arguments: "in:NAME" / "out:NAME" (the
+-- or exact fp32. Each launch names its arguments: "in:NAME" / "out:NAME" (the
 -- fields of attnbwd_edit_attention_args), "ws:BYTES" (workspace offset),
 -- "f32:NAME" (a scalar of the args, or "one"), "i64:N", "i32:N".
 local render = require "render"
@@ -20,8 +27,13 @@ local COL_SPLIT = 64
 
 local function ceil_div(a, b) return (a + b - 1) // b end
 
+local SMS = 132 -- the H200's SMs: the tiles below are sized for its waves
+
 function M.heuristic(shape)
-  return { precision = shape.precision, col_split = COL_SPLIT }
+  local B, T = shape.batch, shape.seq_len
+  -- Keys per attention block: 64 unless that leaves the SMs short of two blocks each.
+  local bj = (ceil_div(T, 64) * B * H < 2 * SMS) and 32 or 64
+  return { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj }
 end
 
 function M.validate(shape, t)
@@ -32,12 +44,165 @@ function M.validate(shape, t)
     return "precision " .. tostring(t.precision) .. ": 0 (tf32), 1 (fp32) or 2 (fp16)"
   end
   if t.col_split ~= COL_SPLIT then return "col_split must be " .. COL_SPLIT end
+  if t.fused ~= 0 and t.fused ~= 1 then return "fused must be 0 or 1" end
+  if t.bj ~= 32 and t.bj ~= 64 then return "bj (keys per attention block) must be 32 or 64" end
   return nil
 end
 
-function M.candidates(shape) return { M.heuristic(shape) } end
+function M.candidates(shape)
+  local out = {}
+  for _, bj in ipairs { 32, 64 } do
+    local t = M.heuristic(shape)
+    t.bj = bj
+    out[#out + 1] = t
+  end
+  local legacy = M.heuristic(shape)
+  legacy.fused = 0
+  out[#out + 1] = legacy
+  return out
+end
 
-function M.plan(shape, t, arch)
+-- Tensor-core product tiles: block tile, warps, pipeline depth, and whether
+-- the block is expected to share its SM (registers and shared memory allow).
+local GEMM_CONFIGS = {
+  { bm = 128, bn = 128, warps_m = 2, warps_n = 4, stages = 3, per_sm = 1, eff = 1.0 },
+  { bm = 128, bn = 64, warps_m = 4, warps_n = 2, stages = 4, per_sm = 2, eff = 0.85 },
+  { bm = 64, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 3, eff = 0.65 },
+}
+local GEMM_BK = 32
+local SPLITS = { 1, 2, 3, 4, 6, 8, 12, 16 }
+
+local function gemm_smem(c, ta, tb)
+  local a = ta and GEMM_BK * (c.bm + 8) or c.bm * (GEMM_BK + 4)
+  local b = tb and c.bn * (GEMM_BK + 4) or GEMM_BK * (c.bn + 8)
+  return c.stages * (a + b) * 4
+end
+
+-- The tiles and K split of one product with the least modelled time: waves of
+-- blocks at a per-SM rate scaled by the tile's efficiency, plus the traffic of
+-- the partial products when K is split.
+function M.choose_gemm(m, n, k)
+  local best, best_time
+  for _, c in ipairs(GEMM_CONFIGS) do
+    for _, s in ipairs(SPLITS) do
+      local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
+      local splits = ceil_div(k, kslice)
+      if splits == s and (s == 1 or kslice >= 4 * GEMM_BK) then
+        local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * splits
+        local waves = ceil_div(blocks, SMS * c.per_sm)
+        local block_time = 2 * c.bm * c.bn * kslice / (c.eff * 1.5e12 / c.per_sm)
+        local time = waves * block_time + (splits > 1 and (2 * splits + 1) * m * n * 4 / 3e12 + 3e-6 or 0)
+        if not best_time or time < best_time then
+          best, best_time = { config = c, splits = splits, kslice = kslice }, time
+        end
+      end
+    end
+  end
+  return best
+end
+
+local function plan_fused(shape, t, arch)
+  local B, T = shape.batch, shape.seq_len
+  local BT = B * T
+  local prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", B, T, t.precision)
+  local mode = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision]
+  local f = 4
+  local NJ = ceil_div(T, t.bj)
+
+  local products = {
+    { name = "grad_attn_out", comment = "gA [BT,1024] = grad_output [BT,1024] @ out_weight [1024,1024]",
+      m = BT, n = HID, k = HID, lda = HID, ldb = HID, ldc = HID, ta = false, tb = false,
+      a = "in:grad_output", b = "in:out_weight", c = "ws:gA" },
+    { name = "grad_out_weight", comment = "grad_out_weight [1024,1024] = grad_output^T @ attention_output",
+      m = HID, n = HID, k = BT, lda = HID, ldb = HID, ldc = HID, ta = true, tb = false,
+      a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight" },
+    { name = "grad_hidden", comment = "grad_hidden_states [BT,1024] = grad_qkv [BT,3072] @ qkv_weight [3072,1024]",
+      m = BT, n = HID, k = QKV, lda = QKV, ldb = HID, ldc = HID, ta = false, tb = false,
+      a = "ws:gqkv", b = "in:qkv_weight", c = "out:grad_hidden_states" },
+    { name = "grad_qkv_weight", comment = "grad_qkv_weight [3072,1024] = grad_qkv^T @ hidden_states",
+      m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
+      a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight" },
+  }
+  local split_floats = 0
+  for _, g in ipairs(products) do
+    g.choice = M.choose_gemm(g.m, g.n, g.k)
+    if g.choice.splits > 1 then split_floats = math.max(split_floats, g.choice.splits * g.m * g.n) end
+  end
+
+  -- Workspace: gA [BT,1024], grad_qkv [BT,3072], D [B,16,T], within/cross
+  -- partials, column-sum partials, split-K partial products.
+  local ws, off = {}, 0
+  local function reserve(name, floats)
+    ws[name] = off
+    off = off + ((floats * f + 255) // 256) * 256
+  end
+  reserve("gA", BT * HID)
+  reserve("gqkv", BT * QKV)
+  reserve("rowdot", B * H * T)
+  reserve("wcpart", B * H * NJ * 2)
+  reserve("colpart", COL_SPLIT * QKV)
+  reserve("splitk", split_floats)
+  local function wsp(name, plus) return "ws:" .. (ws[name] + (plus or 0) * f) end
+  local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
+
+  local parts = { render.render("tc_common.cu", {}), render.render("gemm_tc.cu", {}) }
+  local launches = {}
+  local function kernel(name, grid, args, block, smem)
+    launches[#launches + 1] = { name = prefix .. "_" .. name, grid = grid, block = block or { 256, 1, 1 },
+                                shared_bytes = smem or 0, args = args }
+  end
+  local function gemm(g)
+    local c, kname = g.choice.config, prefix .. "_" .. g.name
+    local split = g.choice.splits > 1
+    parts[#parts + 1] = render.render("gemm_tc_kernel.cu", {
+      NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
+      TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
+      WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
+    })
+    kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
+           { bind(g.a), bind(g.b), split and wsp("splitk") or bind(g.c), "f32:one" },
+           { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
+    if split then
+      parts[#parts + 1] = render.render("splitk_reduce_kernel.cu", {
+        NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
+      kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 }, { wsp("splitk"), bind(g.c), "f32:one" })
+    end
+  end
+  local function colsum(x, out, cols)
+    kernel("colsum_partial", { ceil_div(cols, 256), COL_SPLIT, 1 }, { x, wsp("colpart"), "i64:" .. BT, "i32:" .. cols })
+    kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { wsp("colpart"), out, "i32:" .. cols })
+  end
+
+  gemm(products[1])
+  gemm(products[2])
+  colsum("in:grad_output", "out:grad_out_bias", HID)
+  kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
+  kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
+         { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
+  kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
+  local smem_floats = t.bj * (D + 8) + t.bj * (D + 4) + 64 * (D + 8) + 64 * (D + 4) + 2 * 64 * (t.bj + 8)
+  kernel("attention", { NJ, B * H, 1 },
+         { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
+           "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
+           "out:grad_edit_region_bias", wsp("wcpart"), "f32:scale" }, nil, smem_floats * f)
+  kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  gemm(products[3])
+  gemm(products[4])
+  colsum(wsp("gqkv"), "out:grad_qkv_bias", QKV)
+
+  parts[#parts + 1] = render.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = prefix })
+  parts[#parts + 1] = render.render("colsum.cu", { PREFIX = prefix, COL_SPLIT = COL_SPLIT })
+  local first = launches[1]
+  return {
+    name = first.name, grid = first.grid, block = first.block, shared_bytes = first.shared_bytes,
+    source = "// attnbwd " .. arch .. " " .. render.tiles_string(t) .. "\n" .. table.concat(parts, "\n"),
+    launches = launches,
+    workspace_bytes = off,
+    align = 16, -- cp.async reads 16 bytes at a time
+  }
+end
+
+local function plan_sequence(shape, t, arch)
   local B, T = shape.batch, shape.seq_len
   local BT = B * T
   local prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", B, T, t.precision)
@@ -115,7 +280,8 @@ function M.plan(shape, t, arch)
          { wsp("gqkv"), wsp("colpart"), "i64:" .. BT, "i32:" .. QKV })
   kernel("colsum_final", { ceil_div(QKV, 256), 1, 1 }, { wsp("colpart"), "out:grad_qkv_bias", "i32:" .. QKV })
 
-  parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix, COL_SPLIT = COL_SPLIT })
+  parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix })
+  parts[#parts + 1] = render.render("colsum.cu", { PREFIX = prefix, COL_SPLIT = COL_SPLIT })
   local first = launches[1]
   return {
     name = first.name, grid = first.grid, block = first.block, shared_bytes = 0,
@@ -124,6 +290,11 @@ function M.plan(shape, t, arch)
     workspace_bytes = off,
     align = 4,
   }
+end
+
+function M.plan(shape, t, arch)
+  if t.fused == 1 then return plan_fused(shape, t, arch) end
+  return plan_sequence(shape, t, arch)
 end
 
 return M

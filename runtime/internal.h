@@ -71,6 +71,12 @@ attnbwd_status kernel_get(attnbwd_ctx *ctx, const attnbwd_shape *shape, const ch
 /* Loads the module at the first launch; fails clearly without a device. */
 attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k);
 
+/* Launches [first, first + count) of a problem-2 plan, arguments unchecked:
+ * attnbwd_edit_attention_bwd checks them, then runs them all; the check
+ * harness times them one by one. */
+attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream,
+                                           int first, int count);
+
 /* dump.c */
 void dump_kernel(const attnbwd_ctx *ctx, const attnbwd_kernel *k, const char *options,
                  const char *log, const char *manifest);

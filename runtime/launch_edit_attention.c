@@ -5,7 +5,9 @@
  * query, key, value, attention_probs, attention_probs_dropped,
  * attention_output, scale; relies on attention_probs_dropped = probs *
  * dropout_mask / (1 - p), so dropout_mask, dropout_p, the biases,
- * edit_region_bias and attention_scores are not read. */
+ * edit_region_bias and attention_scores are not read. The fused plan (the
+ * default) also relies on attention_output = attention_probs_dropped @ value
+ * per head, for rowsum(Pd * gPd) = gA . attention_output. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,8 +86,9 @@ attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_
     for (size_t i = 0; i < sizeof pointers / sizeof pointers[0]; ++i) {
         void *p = field(args, &pointers[i]);
         if (pointers[i].required && !p) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args->%s is NULL", pointers[i].name);
-        if (p && (uintptr_t)p % 4)
-            return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args->%s = %p is not 4-byte aligned", pointers[i].name, p);
+        if (p && (uintptr_t)p % k->plan.align)
+            return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args->%s = %p is not %u-byte aligned, as this kernel's loads need",
+                           pointers[i].name, p, k->plan.align);
     }
     if (!(args->dropout_p >= 0.0f && args->dropout_p < 1.0f))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args->dropout_p = %g: must be in [0, 1)", (double)args->dropout_p);
@@ -95,10 +98,18 @@ attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_
                        "args->workspace: %zu bytes at %p; the kernel needs %zu bytes, 256-byte aligned "
                        "(attnbwd_edit_attention_workspace)", args->workspace_bytes, args->workspace,
                        k->plan.workspace_bytes);
+    return edit_attention_launch_range(k, args, stream, 0, k->plan.n_launches);
+}
+
+attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream,
+                                           int first, int count) {
+    if (first < 0 || count < 0 || first + count > k->plan.n_launches)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "launches [%d, %d) of %d", first, first + count,
+                       k->plan.n_launches);
     attnbwd_status s = kernel_ensure_loaded(k);
     if (s != ATTNBWD_OK) return s;
     const float one = 1.0f;
-    for (int i = 0; i < k->plan.n_launches; ++i) {
+    for (int i = first; i < first + count; ++i) {
         const plan_launch *l = &k->plan.launches[i];
         arg_value values[16];
         void *argv[16];

@@ -5,7 +5,7 @@
 // the results do not change from run to run.
 namespace ea {
 constexpr long long kB = {{B}}, kT = {{T}};
-constexpr int kHeads = 16, kPos = 1024, kColSplit = {{COL_SPLIT}};
+constexpr int kHeads = 16, kPos = 1024;
 
 // Sum over the 256 threads of a block; every thread gets it.
 __device__ __forceinline__ float block_sum(float v, float *scratch) {
@@ -84,27 +84,4 @@ extern "C" __global__ void __launch_bounds__(256)
         grad_within_edit_bias[h] = w;
         grad_cross_edit_bias[h] = c;
     }
-}
-
-// Column sums of x [rows, ncols] (bias gradients) in two deterministic steps:
-// grid (ceil(ncols/256), kColSplit) partial sums over row slices, then one
-// pass over the kColSplit partials of each column.
-extern "C" __global__ void __launch_bounds__(256)
-{{PREFIX}}_colsum_partial(const float *__restrict__ x, float *__restrict__ partials, long long rows, int ncols) {
-    const int c = blockIdx.x * 256 + threadIdx.x;
-    if (c >= ncols) return;
-    const long long per = (rows + ea::kColSplit - 1) / ea::kColSplit, r0 = blockIdx.y * per;
-    const long long r1 = r0 + per < rows ? r0 + per : rows;
-    float s = 0.f;
-    for (long long r = r0; r < r1; ++r) s += x[r * ncols + c];
-    partials[(long long)blockIdx.y * ncols + c] = s;
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-{{PREFIX}}_colsum_final(const float *__restrict__ partials, float *__restrict__ out, int ncols) {
-    const int c = blockIdx.x * 256 + threadIdx.x;
-    if (c >= ncols) return;
-    float s = 0.f;
-    for (int p = 0; p < ea::kColSplit; ++p) s += partials[(long long)p * ncols + c];
-    out[c] = s;
 }

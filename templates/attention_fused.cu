@@ -1,0 +1,251 @@
+// The attention part of the edit-attention backward in one pass over the
+// [B, 16, T, T] inputs, for one (B, T): each element of attention_probs and
+// attention_probs_dropped is read once.
+//
+// A block owns (b, h) and a block of BJ keys j; it walks the query rows i in
+// steps of BI = 64 and per step, on tensor cores:
+//   gPd = gA_i v_j^T                       (gA = grad_output @ out_weight, per head)
+//   gS  = Pd*gPd - P*D_i, 0 where attention_mask[b, j] == 0
+//         (D_i = rowsum(Pd*gPd) = gA_i . attention_output_i, by attention_output = Pd v)
+//   gV_j += Pd^T gA_i,  gK_j += gS^T q_i   (in registers: the block owns these keys)
+//   gQ_i += scale gS k_j                   (summed over key blocks: red.add into grad_qkv)
+//   grad_edit_region_bias[h, i, j] += gS   (summed over the batch: red.add)
+//   within / cross partial sums of gS      (per block; added in order by ea_within_cross)
+// gQ and grad_edit_region_bias are the two sums that cross blocks; they are
+// float reductions in arrival order, so their last bits can vary from run to
+// run. Everything else is deterministic.
+namespace fa {
+typedef long long i64;
+constexpr i64 kB = {{B}}, kT = {{T}};
+constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072, kPos = 1024;
+constexpr int BJ = {{BJ}}, BI = 64, NT = 256, MODE = {{MODE}};
+constexpr int NJ = (int)((kT + BJ - 1) / BJ);
+// Shared-memory rows, padded so one warp's fragment reads spread over the
+// banks: +8 for tiles read along their rows' index as k, +4 for tiles whose
+// rows are m or n (two tiles are read both ways: at most 2-way conflicts).
+constexpr int LD_K = kD + 8, LD_V = kD + 4, LD_Q = kD + 8, LD_GA = kD + 4, LD_S = BJ + 8;
+constexpr int OFF_K = 0, OFF_V = OFF_K + BJ * LD_K, OFF_Q = OFF_V + BJ * LD_V, OFF_GA = OFF_Q + BI * LD_Q,
+              OFF_S = OFF_GA + BI * LD_GA, OFF_P = OFF_S + BI * LD_S, SMEM_FLOATS = OFF_P + BI * LD_S;
+
+// A [rows x 64] tile of a row-major matrix with leading dimension ld into
+// shared memory (row stride lds); rows at or past `valid` read as zeros.
+template <int ROWS>
+__device__ __forceinline__ void load_rows(float *dst, int lds, const float *src, i64 ld, i64 valid) {
+    for (int c = threadIdx.x; c < ROWS * kD / 4; c += NT) {
+        const int r = c / (kD / 4), d = 4 * (c % (kD / 4));
+        const bool ok = r < valid;
+        tc::cp_async16(&dst[r * lds + d], ok ? src + r * ld + d : src, ok);
+    }
+}
+
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < NT / 32; ++w) s += scratch[w];
+    return s;
+}
+} // namespace fa
+
+// grid (NJ, B*16), 256 threads, fa::SMEM_FLOATS * 4 bytes of dynamic shared memory (two blocks per SM).
+static_assert(2 * (fa::SMEM_FLOATS * 4 + 1024 + 512) <= 228 * 1024, "two blocks per SM");
+extern "C" __global__ void __launch_bounds__(256, 2)
+{{PREFIX}}_attention(const float *__restrict__ gA, const float *__restrict__ rowdot,
+                     const float *__restrict__ query, const float *__restrict__ key, const float *__restrict__ value,
+                     const float *__restrict__ probs, const float *__restrict__ probs_dropped,
+                     const float *__restrict__ attention_mask, const float *__restrict__ edit_region_mask,
+                     float *__restrict__ grad_qkv, float *__restrict__ grad_edit_region_bias,
+                     float *__restrict__ partials, float scale) {
+    using namespace fa;
+    extern __shared__ float4 smem4[];
+    float *sm = reinterpret_cast<float *>(smem4);
+    float *Ks = sm + OFF_K, *Vs = sm + OFF_V, *Qs = sm + OFF_Q, *GAs = sm + OFF_GA, *Ss = sm + OFF_S, *Ps = sm + OFF_P;
+    __shared__ float scratch[NT / 32];
+    __shared__ float keep_s[BJ], mj_s[BJ]; // per key: attention_mask != 0, edit_region_mask
+
+    const int jb = blockIdx.x, bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+    const i64 j0 = (i64)jb * BJ;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const i64 head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
+
+    load_rows<BJ>(Ks, LD_K, key + (head_rows + j0) * kD, kD, kT - j0);
+    load_rows<BJ>(Vs, LD_V, value + (head_rows + j0) * kD, kD, kT - j0);
+
+    // Warp tiles. gPd [BI x BJ]: 4 x 2 warps of 16 x BJ/2. gV, gK [BJ x 64]:
+    // (BJ/16) x (8/(BJ/16)) warps. gQ [BI x 64]: 4 x 2 warps of 16 x 32.
+    constexpr int FN1 = BJ / 16;
+    const int wm1 = (warp / 2) * 16, wn1 = (warp % 2) * (BJ / 2);
+    constexpr int WM2 = BJ / 16, WN2 = 8 / WM2, FN2 = kD / 8 / WN2;
+    const int wm2 = (warp / WN2) * 16, wn2 = (warp % WN2) * (kD / WN2);
+    const int wm4 = (warp / 2) * 16, wn4 = (warp % 2) * 32;
+
+    for (int c = tid; c < BJ; c += NT) {
+        const i64 j = j0 + c;
+        keep_s[c] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
+        mj_s[c] = j < kT ? edit_region_mask[b * kT + j] : 0.f;
+    }
+
+    float accV[1][FN2][4], accK[1][FN2][4];
+    tc::zero(accV);
+    tc::zero(accK);
+    float within = 0.f, cross = 0.f;
+
+    for (i64 i0 = 0; i0 < kT; i0 += BI) {
+        load_rows<BI>(GAs, LD_GA, gA + (b * kT + i0) * kHid + h * kD, kHid, kT - i0);
+        load_rows<BI>(Qs, LD_Q, query + (head_rows + i0) * kD, kD, kT - i0);
+        tc::cp_async_commit();
+
+        // Probabilities at this thread's gPd accumulators, loaded while the tiles land.
+        float p[FN1][4], pd[FN1][4], d_row[2], mi[2];
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const i64 i = i0 + wm1 + g + 8 * hh;
+            d_row[hh] = i < kT ? rowdot[head_rows + i] : 0.f;
+            mi[hh] = i < kT ? edit_region_mask[b * kT + i] : 0.f;
+#pragma unroll
+            for (int f = 0; f < FN1; ++f)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const i64 j = j0 + wn1 + 8 * f + 2 * t + e;
+                    const bool ok = i < kT && j < kT;
+                    const i64 at = (head_rows + i) * kT + j;
+                    p[f][2 * hh + e] = ok ? probs[at] : 0.f;
+                    pd[f][2 * hh + e] = ok ? probs_dropped[at] : 0.f;
+                }
+        }
+        tc::cp_async_wait<0>();
+        __syncthreads();
+
+        // gPd = gA_i v_j^T: A[m=i][k=d] = GAs[i][d], B[k=d][n=j] = Vs[j][d].
+        float acc[1][FN1][4];
+        tc::zero(acc);
+#pragma unroll
+        for (int k = 0; k < kD; k += tc::kstep<MODE>::value)
+            tc::warp_mma<MODE>(acc, k, [&](int m, int kk) { return GAs[(wm1 + m) * LD_GA + kk]; },
+                               [&](int kk, int n) { return Vs[(wn1 + n) * LD_V + kk]; });
+
+        // gS, its bias sums, and Pd / gS into shared memory for the products below.
+#pragma unroll
+        for (int f = 0; f < FN1; ++f)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const int r = wm1 + g + 8 * hh, c = wn1 + 8 * f + 2 * t;
+                float s[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int q = 2 * hh + e;
+                    const float mj = mj_s[c + e];
+                    s[e] = keep_s[c + e] * (pd[f][q] * acc[0][f][q] - p[f][q] * d_row[hh]);
+                    within = fmaf(s[e], mi[hh] * mj, within);
+                    cross = fmaf(s[e], mi[hh] + mj - 2.f * mi[hh] * mj, cross);
+                }
+                Ss[r * LD_S + c] = s[0];
+                Ss[r * LD_S + c + 1] = s[1];
+                Ps[r * LD_S + c] = pd[f][2 * hh];
+                Ps[r * LD_S + c + 1] = pd[f][2 * hh + 1];
+                const i64 i = i0 + r, j = j0 + c;
+                if (i < kT && j < kT) {
+                    float *dst = grad_edit_region_bias + ((i64)h * kPos + i) * kPos + j;
+                    if (j + 1 < kT) tc::red_add2(dst, s[0], s[1]);
+                    else tc::red_add(dst, s[0]);
+                }
+            }
+        __syncthreads();
+
+        // gV_j += Pd^T gA_i and gK_j += gS^T q_i: A[m=j][k=i] = Ps/Ss[i][j].
+#pragma unroll
+        for (int k = 0; k < BI; k += tc::kstep<MODE>::value) {
+            tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Ps[kk * LD_S + wm2 + m]; },
+                               [&](int kk, int n) { return GAs[kk * LD_GA + wn2 + n]; });
+            tc::warp_mma<MODE>(accK, k, [&](int m, int kk) { return Ss[kk * LD_S + wm2 + m]; },
+                               [&](int kk, int n) { return Qs[kk * LD_Q + wn2 + n]; });
+        }
+        // gQ_i += scale gS k_j: A[m=i][k=j] = Ss[i][j], B[k=j][n=d] = Ks[j][d].
+        float accQ[1][4][4];
+        tc::zero(accQ);
+#pragma unroll
+        for (int k = 0; k < BJ; k += tc::kstep<MODE>::value)
+            tc::warp_mma<MODE>(accQ, k, [&](int m, int kk) { return Ss[(wm4 + m) * LD_S + kk]; },
+                               [&](int kk, int n) { return Ks[kk * LD_K + wn4 + n]; });
+#pragma unroll
+        for (int f = 0; f < 4; ++f)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const i64 i = i0 + wm4 + g + 8 * hh;
+                if (i < kT)
+                    tc::red_add2(grad_qkv + (b * kT + i) * kQkv + h * kD + wn4 + 8 * f + 2 * t,
+                                 scale * accQ[0][f][2 * hh], scale * accQ[0][f][2 * hh + 1]);
+            }
+        __syncthreads(); // the next step overwrites GAs, Qs, Ss, Ps
+    }
+
+    // gK and gV of this block's keys, straight into the [B, T, 3072] layout.
+#pragma unroll
+    for (int f = 0; f < FN2; ++f)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const i64 j = j0 + wm2 + g + 8 * hh;
+            if (j >= kT) continue;
+            float *row = grad_qkv + (b * kT + j) * kQkv + h * kD + wn2 + 8 * f + 2 * t;
+            *reinterpret_cast<float2 *>(row + kHid) =
+                make_float2(scale * accK[0][f][2 * hh], scale * accK[0][f][2 * hh + 1]);
+            *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(accV[0][f][2 * hh], accV[0][f][2 * hh + 1]);
+        }
+    within = fa::block_sum(within, scratch);
+    cross = fa::block_sum(cross, scratch);
+    if (tid == 0) {
+        partials[2 * ((i64)bh * NJ + jb)] = within;
+        partials[2 * ((i64)bh * NJ + jb) + 1] = cross;
+    }
+}
+
+// D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] over the 64 dims of the
+// head: one warp per (b, i, h).
+extern "C" __global__ void __launch_bounds__(256)
+{{PREFIX}}_rowdot(const float *__restrict__ gA, const float *__restrict__ attention_output, float *__restrict__ rowdot) {
+    using namespace fa;
+    const i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (w >= kB * kT * kHeads) return;
+    const float2 x = *reinterpret_cast<const float2 *>(gA + w * kD + 2 * lane);
+    const float2 y = *reinterpret_cast<const float2 *>(attention_output + w * kD + 2 * lane);
+    float s = fmaf(x.x, y.x, x.y * y.y);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const i64 b = w / (kT * kHeads), i = (w / kHeads) % kT, h = w % kHeads;
+    if (lane == 0) rowdot[(b * kHeads + h) * kT + i] = s;
+}
+
+// Zeros in `cols` (a multiple of 4) columns of `rows` rows with leading dimension ld.
+extern "C" __global__ void __launch_bounds__(256)
+{{PREFIX}}_zero(float *__restrict__ x, long long rows, int cols, long long ld) {
+    const long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x, per_row = cols / 4;
+    if (q >= rows * per_row) return;
+    *reinterpret_cast<float4 *>(x + (q / per_row) * ld + 4 * (q % per_row)) = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// One block per head: the attention kernel's partials of that head, summed
+// over (b, key block) in a fixed order.
+extern "C" __global__ void __launch_bounds__(256)
+{{PREFIX}}_within_cross(const float *__restrict__ partials, float *__restrict__ grad_within_edit_bias,
+                        float *__restrict__ grad_cross_edit_bias) {
+    using namespace fa;
+    __shared__ float scratch[NT / 32];
+    const int h = blockIdx.x;
+    float w = 0.f, c = 0.f;
+    for (i64 q = threadIdx.x; q < kB * NJ; q += NT) {
+        const i64 bh = (q / NJ) * kHeads + h, at = 2 * (bh * NJ + q % NJ);
+        w += partials[at];
+        c += partials[at + 1];
+    }
+    w = block_sum(w, scratch);
+    c = block_sum(c, scratch);
+    if (threadIdx.x == 0) {
+        grad_within_edit_bias[h] = w;
+        grad_cross_edit_bias[h] = c;
+    }
+}

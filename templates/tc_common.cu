@@ -1,0 +1,133 @@
+// Building blocks of the tensor-core kernels (projection products and the fused
+// attention backward): one warp's share of a product read from shared memory,
+// cp.async copies, and vector reductions into global memory.
+//
+// warp_mma adds one k step of A[m, k] B[k, n] to a warp's FM x FN fragments of
+// 16 x 8 outputs. a(m, k) and b(k, n) read the operands (warp-relative m and
+// n); the caller's lambdas hide the layout, so one routine serves row-major and
+// transposed tiles. MODE 1: m16n8k8 on TF32 (k step 8); MODE 2: m16n8k16 on
+// fp16 (k step 16); MODE 0: exact fp32 FMAs over the same fragment ownership
+// (k step 8). Accumulator c0..c3 of fragment (i, j) is (16i+g, 8j+2t),
+// (16i+g, 8j+2t+1), (16i+g+8, 8j+2t), (16i+g+8, 8j+2t+1); g = lane/4, t = lane%4.
+namespace tc {
+typedef long long i64;
+
+template <int MODE> struct kstep { static constexpr int value = MODE == 2 ? 16 : 8; };
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+// Two floats as one f16x2 register, lo (the lower k index) in the low half.
+__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void mma_f16(float c[4], const unsigned a[4], const unsigned b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int MODE, int FM, int FN, class FA, class FB>
+__device__ __forceinline__ void warp_mma(float (&acc)[FM][FN][4], int k0, FA a, FB b) {
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    if constexpr (MODE == 1) {
+        // m16n8k8 TF32 (PTX ISA): A a0 (g, t) a1 (g+8, t) a2 (g, t+4) a3 (g+8, t+4);
+        // B b0 (k=t, n=g) b1 (k=t+4, n=g).
+        unsigned af[FM][4], bf[FN][2];
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            const int r = 16 * i + g;
+            af[i][0] = to_tf32(a(r, k0 + t));
+            af[i][1] = to_tf32(a(r + 8, k0 + t));
+            af[i][2] = to_tf32(a(r, k0 + t + 4));
+            af[i][3] = to_tf32(a(r + 8, k0 + t + 4));
+        }
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+            const int c = 8 * j + g;
+            bf[j][0] = to_tf32(b(k0 + t, c));
+            bf[j][1] = to_tf32(b(k0 + t + 4, c));
+        }
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
+    } else if constexpr (MODE == 2) {
+        // m16n8k16 f16: A pairs along k: r0 (g, 2t..2t+1) r1 (g+8, 2t..) r2 (g, 2t+8..)
+        // r3 (g+8, 2t+8..); B r0 (k=2t..2t+1, n=g) r1 (k=2t+8.., n=g).
+        const int k = k0 + 2 * t;
+        unsigned af[FM][4], bf[FN][2];
+#pragma unroll
+        for (int i = 0; i < FM; ++i) {
+            const int r = 16 * i + g;
+            af[i][0] = pack_f16x2(a(r, k), a(r, k + 1));
+            af[i][1] = pack_f16x2(a(r + 8, k), a(r + 8, k + 1));
+            af[i][2] = pack_f16x2(a(r, k + 8), a(r, k + 9));
+            af[i][3] = pack_f16x2(a(r + 8, k + 8), a(r + 8, k + 9));
+        }
+#pragma unroll
+        for (int j = 0; j < FN; ++j) {
+            const int c = 8 * j + g;
+            bf[j][0] = pack_f16x2(b(k, c), b(k + 1, c));
+            bf[j][1] = pack_f16x2(b(k + 8, c), b(k + 9, c));
+        }
+#pragma unroll
+        for (int i = 0; i < FM; ++i)
+#pragma unroll
+            for (int j = 0; j < FN; ++j) mma_f16(acc[i][j], af[i], bf[j]);
+    } else {
+#pragma unroll
+        for (int k = k0; k < k0 + 8; ++k)
+#pragma unroll
+            for (int i = 0; i < FM; ++i)
+#pragma unroll
+                for (int j = 0; j < FN; ++j) {
+                    const int r = 16 * i + g, c = 8 * j + 2 * t;
+                    acc[i][j][0] = fmaf(a(r, k), b(k, c), acc[i][j][0]);
+                    acc[i][j][1] = fmaf(a(r, k), b(k, c + 1), acc[i][j][1]);
+                    acc[i][j][2] = fmaf(a(r + 8, k), b(k, c), acc[i][j][2]);
+                    acc[i][j][3] = fmaf(a(r + 8, k), b(k, c + 1), acc[i][j][3]);
+                }
+    }
+}
+
+template <int FM, int FN> __device__ __forceinline__ void zero(float (&acc)[FM][FN][4]) {
+#pragma unroll
+    for (int i = 0; i < FM; ++i)
+#pragma unroll
+        for (int j = 0; j < FN; ++j)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+}
+
+// 16 bytes global -> shared without passing through registers; an invalid
+// chunk is filled with zeros (source size 0), its address never read.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// Two adjacent floats added into global memory in one reduction (sm_90).
+__device__ __forceinline__ void red_add2(float *p, float x, float y) {
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ void red_add(float *p, float x) {
+    asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
+}
+} // namespace tc
