@@ -94,6 +94,13 @@ static attnbwd_status read_launch(lua_State *L, int t, plan_launch *l) {
     if (!dims_field(L, t, "grid", l->grid) || !dims_field(L, t, "block", l->block) || l->grid[1] > 65535 ||
         l->grid[2] > 65535 || (uint64_t)l->block[0] * l->block[1] * l->block[2] > 1024)
         return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s has a grid or block past CUDA's limits", l->name);
+    lua_getfield(L, t, "shared_bytes"); /* dynamic shared memory; absent: none */
+    int isnum = 1;
+    lua_Integer sh = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (!isnum || sh < 0 || sh > 227 * 1024)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s has shared_bytes outside [0, 227 KiB]", l->name);
+    l->shared_bytes = (unsigned)sh;
     lua_getfield(L, t, "args");
     int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
     if (n < 0 || n > MAX_ARGS) {

@@ -135,11 +135,66 @@ static void candidates_are_valid(void **state) {
     gen_close(g);
 }
 
+/* Problem 2: every candidate's launches carry the dynamic shared memory their
+ * kernels index (the tensor-core tiles need more than the default 48 KiB),
+ * the fused attention covers every key block of every (b, h), and a product
+ * whose K is split is followed by the reduce of its slices. */
+static void edit_attention_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 1}, {1, 17}, {3, 17}, {64, 128}, {1, 373}, {32, 773}, {1, 1024}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+        char **c = NULL;
+        size_t n = 0;
+        assert_int_equal(gen_candidates(g, &s, &c, &n), ATTNBWD_OK);
+        assert_true(n >= 2);
+        for (size_t j = 0; j < n; ++j) {
+            kernel_plan p;
+            if (gen_plan(g, &s, "sm_90", c[j], &p) != ATTNBWD_OK)
+                fail_msg("B=%lld T=%lld candidate %s: %s", (long long)s.batch, (long long)s.seq_len, c[j],
+                         attnbwd_last_error());
+            const int fused = strstr(p.tiles, "fused=1") != NULL;
+            int attention = 0, gemms = 0;
+            for (int l = 0; l < p.n_launches; ++l) {
+                const plan_launch *x = &p.launches[l];
+                const char *kind = strstr(x->name, "_p0_") + 4;
+                assert_non_null(strstr(p.source, x->name));
+                if (!strcmp(kind, "attention")) {
+                    attention++;
+                    const long bj = tile(p.tiles, "bj");
+                    assert_int_equal(x->grid[0], (unsigned)((s.seq_len + bj - 1) / bj));
+                    assert_int_equal(x->grid[1], (unsigned)(s.batch * 16));
+                    const unsigned floats = (unsigned)(bj * 72 + bj * 68 + 64 * 72 + 64 * 68 + 2 * 64 * (bj + 8));
+                    assert_int_equal(x->shared_bytes, 4 * floats);
+                } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
+                    gemms++;
+                    assert_true(x->shared_bytes > 48 * 1024); /* cp.async stages */
+                    if (x->grid[2] > 1) {
+                        assert_true(l + 1 < p.n_launches);
+                        assert_non_null(strstr(p.launches[l + 1].name, "_reduce"));
+                    }
+                } else if (!fused) {
+                    assert_int_equal(x->shared_bytes, 0);
+                }
+            }
+            assert_int_equal(attention, fused);
+            assert_int_equal(gemms, fused ? 4 : 0);
+            assert_int_equal(p.align, fused ? 16 : 4);
+            kernel_plan_free(&p);
+            free(c[j]);
+        }
+        free(c);
+    }
+    gen_close(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(heuristic_is_valid_for_many_shapes),
         cmocka_unit_test(overrides),
         cmocka_unit_test(candidates_are_valid),
+        cmocka_unit_test(edit_attention_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
