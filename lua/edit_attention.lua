@@ -33,7 +33,7 @@ function M.heuristic(shape)
   local B, T = shape.batch, shape.seq_len
   -- Keys per attention block: 64 unless that leaves the SMs short of two blocks each.
   local bj = (ceil_div(T, 64) * B * H < 2 * SMS) and 32 or 64
-  return { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj }
+  return { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1 }
 end
 
 function M.validate(shape, t)
@@ -46,15 +46,18 @@ function M.validate(shape, t)
   if t.col_split ~= COL_SPLIT then return "col_split must be " .. COL_SPLIT end
   if t.fused ~= 0 and t.fused ~= 1 then return "fused must be 0 or 1" end
   if t.bj ~= 32 and t.bj ~= 64 then return "bj (keys per attention block) must be 32 or 64" end
+  if t.gs_store ~= 0 and t.gs_store ~= 1 then return "gs_store must be 0 or 1" end
   return nil
 end
 
 function M.candidates(shape)
   local out = {}
-  for _, bj in ipairs { 32, 64 } do
-    local t = M.heuristic(shape)
-    t.bj = bj
-    out[#out + 1] = t
+  for _, store in ipairs { 1, 0 } do
+    for _, bj in ipairs { 32, 64 } do
+      local t = M.heuristic(shape)
+      t.bj, t.gs_store = bj, store
+      out[#out + 1] = t
+    end
   end
   local legacy = M.heuristic(shape)
   legacy.fused = 0
@@ -64,10 +67,12 @@ end
 
 -- Tensor-core product tiles: block tile, warps, pipeline depth, and whether
 -- the block is expected to share its SM (registers and shared memory allow).
+-- Four warps of 64 x 64 outputs each read half the shared memory per MMA that
+-- 64 x 32 warp tiles do (eight warps of those measured ~88 TFLOP/s on the H200).
 local GEMM_CONFIGS = {
-  { bm = 128, bn = 128, warps_m = 2, warps_n = 4, stages = 3, per_sm = 1, eff = 1.0 },
-  { bm = 128, bn = 64, warps_m = 4, warps_n = 2, stages = 4, per_sm = 2, eff = 0.85 },
-  { bm = 64, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 3, eff = 0.65 },
+  { bm = 128, bn = 128, warps_m = 2, warps_n = 2, stages = 3, per_sm = 2, eff = 1.0 },
+  { bm = 128, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 2, eff = 0.8 },
+  { bm = 64, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 3, eff = 0.6 },
 }
 local GEMM_BK = 32
 local SPLITS = { 1, 2, 3, 4, 6, 8, 12, 16 }
@@ -136,10 +141,13 @@ local function plan_fused(shape, t, arch)
     ws[name] = off
     off = off + ((floats * f + 255) // 256) * 256
   end
+  local T4 = ceil_div(T, 4) * 4 -- gS rows, padded for 16-byte loads
   reserve("gA", BT * HID)
   reserve("gqkv", BT * QKV)
   reserve("rowdot", B * H * T)
   reserve("wcpart", B * H * NJ * 2)
+  reserve("gs", t.gs_store == 1 and B * H * T * T4 or 0)
+  reserve("biaspart", H * POS * 4 * 2)
   reserve("colpart", COL_SPLIT * QKV)
   reserve("splitk", split_floats)
   local function wsp(name, plus) return "ws:" .. (ws[name] + (plus or 0) * f) end
@@ -177,20 +185,44 @@ local function plan_fused(shape, t, arch)
   gemm(products[2])
   colsum("in:grad_output", "out:grad_out_bias", HID)
   kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
-  kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
-         { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
-  kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
+  if t.gs_store == 0 then -- the red.add targets start at zero
+    kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
+           { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
+    kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
+  end
   local smem_floats = t.bj * (D + 8) + t.bj * (D + 4) + 64 * (D + 8) + 64 * (D + 4) + 2 * 64 * (t.bj + 8)
   kernel("attention", { NJ, B * H, 1 },
          { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
            "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
-           "out:grad_edit_region_bias", wsp("wcpart"), "f32:scale" }, nil, smem_floats * f)
-  kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+           "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil, smem_floats * f)
+  if t.gs_store == 0 then
+    kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  else
+    kernel("bias_grads", { POS // 256, POS, H }, { wsp("gs"), "in:edit_region_mask", "out:grad_edit_region_bias",
+                                                    wsp("biaspart") })
+    kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
+    local c = GEMM_CONFIGS[3]
+    local kname = prefix .. "_grad_query"
+    parts[#parts + 1] = render.render("gemm_tc_batched_kernel.cu", {
+      NAME = kname, COMMENT = "gQ = scale * gS @ k_h per (b, h), into grad_qkv[:, 0:1024]",
+      M = T, N = D, K = T, LDA = T4, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,
+      BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m, WARPS_N = c.warps_n, STAGES = c.stages,
+      KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H,
+      SA1 = H * T * T4, SA0 = T * T4, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
+    })
+    kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
+           { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
+  end
   gemm(products[3])
   gemm(products[4])
   colsum(wsp("gqkv"), "out:grad_qkv_bias", QKV)
 
-  parts[#parts + 1] = render.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = prefix })
+  parts[#parts + 1] = render.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = prefix,
+                                                            STORE_GS = t.gs_store, GS_LD = T4 })
+  if t.gs_store == 1 then
+    parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix, GS_LD = T4 })
+  end
   parts[#parts + 1] = render.render("colsum.cu", { PREFIX = prefix, COL_SPLIT = COL_SPLIT })
   local first = launches[1]
   return {
@@ -280,7 +312,7 @@ local function plan_sequence(shape, t, arch)
          { wsp("gqkv"), wsp("colpart"), "i64:" .. BT, "i32:" .. QKV })
   kernel("colsum_final", { ceil_div(QKV, 256), 1, 1 }, { wsp("colpart"), "out:grad_qkv_bias", "i32:" .. QKV })
 
-  parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix })
+  parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix, GS_LD = T })
   parts[#parts + 1] = render.render("colsum.cu", { PREFIX = prefix, COL_SPLIT = COL_SPLIT })
   local first = launches[1]
   return {

@@ -11,14 +11,20 @@
 //   gQ_i += scale gS k_j                   (summed over key blocks: red.add into grad_qkv)
 //   grad_edit_region_bias[h, i, j] += gS   (summed over the batch: red.add)
 //   within / cross partial sums of gS      (per block; added in order by ea_within_cross)
-// gQ and grad_edit_region_bias are the two sums that cross blocks; they are
-// float reductions in arrival order, so their last bits can vary from run to
-// run. Everything else is deterministic.
+// gQ and grad_edit_region_bias are the two sums that cross blocks. STORE_GS 0:
+// float reductions in arrival order (red.add), so their last bits can vary
+// from run to run. STORE_GS 1 (the default): the block writes its gS tile to
+// gs [B, 16, T, GS_LD] instead (rows padded with zeros to GS_LD, a multiple
+// of 4, for the 16-byte loads of the gQ product), and gQ = scale gS k and the
+// bias sums run as their own deterministic kernels; the gQ and bias parts
+// below are then left out.
 namespace fa {
 typedef long long i64;
 constexpr i64 kB = {{B}}, kT = {{T}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072, kPos = 1024;
 constexpr int BJ = {{BJ}}, BI = 64, NT = 256, MODE = {{MODE}};
+constexpr bool STORE_GS = {{STORE_GS}};
+constexpr i64 GS_LD = {{GS_LD}};
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 // Shared-memory rows, padded so one warp's fragment reads spread over the
 // banks: +8 for tiles read along their rows' index as k, +4 for tiles whose
@@ -59,7 +65,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                      const float *__restrict__ probs, const float *__restrict__ probs_dropped,
                      const float *__restrict__ attention_mask, const float *__restrict__ edit_region_mask,
                      float *__restrict__ grad_qkv, float *__restrict__ grad_edit_region_bias,
-                     float *__restrict__ partials, float scale) {
+                     float *__restrict__ partials, float *__restrict__ gs, float scale) {
     using namespace fa;
     extern __shared__ float4 smem4[];
     float *sm = reinterpret_cast<float *>(smem4);
@@ -72,7 +78,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const i64 head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
 
-    load_rows<BJ>(Ks, LD_K, key + (head_rows + j0) * kD, kD, kT - j0);
+    if (!STORE_GS) load_rows<BJ>(Ks, LD_K, key + (head_rows + j0) * kD, kD, kT - j0);
     load_rows<BJ>(Vs, LD_V, value + (head_rows + j0) * kD, kD, kT - j0);
 
     // Warp tiles. gPd [BI x BJ]: 4 x 2 warps of 16 x BJ/2. gV, gK [BJ x 64]:
@@ -148,7 +154,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                 Ps[r * LD_S + c] = pd[f][2 * hh];
                 Ps[r * LD_S + c + 1] = pd[f][2 * hh + 1];
                 const i64 i = i0 + r, j = j0 + c;
-                if (i < kT && j < kT) {
+                if (STORE_GS) {
+                    // j is even and GS_LD a multiple of 4: the pair never straddles a row's end.
+                    if (i < kT && j < GS_LD)
+                        *reinterpret_cast<float2 *>(gs + (head_rows + i) * GS_LD + j) = make_float2(s[0], s[1]);
+                } else if (i < kT && j < kT) {
                     float *dst = grad_edit_region_bias + ((i64)h * kPos + i) * kPos + j;
                     if (j + 1 < kT) tc::red_add2(dst, s[0], s[1]);
                     else tc::red_add(dst, s[0]);
@@ -164,6 +174,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
             tc::warp_mma<MODE>(accK, k, [&](int m, int kk) { return Ss[kk * LD_S + wm2 + m]; },
                                [&](int kk, int n) { return Qs[kk * LD_Q + wn2 + n]; });
         }
+        if (!STORE_GS) {
         // gQ_i += scale gS k_j: A[m=i][k=j] = Ss[i][j], B[k=j][n=d] = Ks[j][d].
         float accQ[1][4][4];
         tc::zero(accQ);
@@ -180,6 +191,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                     tc::red_add2(grad_qkv + (b * kT + i) * kQkv + h * kD + wn4 + 8 * f + 2 * t,
                                  scale * accQ[0][f][2 * hh], scale * accQ[0][f][2 * hh + 1]);
             }
+        }
         __syncthreads(); // the next step overwrites GAs, Qs, Ss, Ps
     }
 
@@ -195,6 +207,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                 make_float2(scale * accK[0][f][2 * hh], scale * accK[0][f][2 * hh + 1]);
             *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(accV[0][f][2 * hh], accV[0][f][2 * hh + 1]);
         }
+    if (STORE_GS) return; // the bias kernel sums within / cross from gs
     within = fa::block_sum(within, scratch);
     cross = fa::block_sum(cross, scratch);
     if (tid == 0) {

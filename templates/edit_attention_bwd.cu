@@ -4,7 +4,7 @@
 // grad_edit_region_bias [16, 1024, 1024]. Every sum runs in a fixed order, so
 // the results do not change from run to run.
 namespace ea {
-constexpr long long kB = {{B}}, kT = {{T}};
+constexpr long long kB = {{B}}, kT = {{T}}, kLd = {{GS_LD}}; // gS rows: kLd floats apart
 constexpr int kHeads = 16, kPos = 1024;
 
 // Sum over the 256 threads of a block; every thread gets it.
@@ -50,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(256)
     float s = 0.f, within = 0.f, cross = 0.f;
     if (i < ea::kT && j < ea::kT) {
         for (long long b = 0; b < ea::kB; ++b) {
-            const float v = gs[((b * ea::kHeads + h) * ea::kT + i) * ea::kT + j];
+            const float v = gs[((b * ea::kHeads + h) * ea::kT + i) * ea::kLd + j];
             const float mi = edit_region_mask[b * ea::kT + i], mj = edit_region_mask[b * ea::kT + j];
             s += v;
             within = fmaf(v, mi * mj, within);

@@ -1,7 +1,7 @@
 // Projection products on tensor cores: C = alpha * op(A) @ op(B), op(A) [M, K],
 // op(B) [K, N], row-major with leading dimensions LDA, LDB, LDC. TA: A is
 // stored [K, M]; TB: B is stored [N, K]. A block computes a BM x BN tile with
-// WARPS_M x WARPS_N warps over one slice of K (blockIdx.z; KSPLIT columns each),
+// WARPS_M x WARPS_N warps over one slice of K (`split`; KSPLIT columns each),
 // fed by a STAGES-deep cp.async pipeline so loads of later k tiles overlap the
 // MMAs of the current one. With more than one slice the block writes its
 // partial product to C + z * M * N (the reduce kernel adds the slices in order).
@@ -11,7 +11,7 @@ namespace tc {
 template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, bool TB, int MODE, int BM, int BN, int BK, int WARPS_M,
           int WARPS_N, int STAGES, i64 KSPLIT>
 __device__ __forceinline__ void gemm(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
-                                     i64 ldc, float alpha) {
+                                     i64 ldc, float alpha, int split) {
     constexpr int NT = WARPS_M * WARPS_N * 32;
     constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 8;
     // Tiles read along their rows' index as k are stored [BK][rows + 8], the
@@ -24,7 +24,7 @@ __device__ __forceinline__ void gemm(const float *__restrict__ A, const float *_
     float *smem = reinterpret_cast<float *>(smem4);
 
     const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
-    const i64 kbeg = (i64)blockIdx.z * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
+    const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
     const int ktiles = (int)((kend - kbeg + BK - 1) / BK);
     const int tid = threadIdx.x, warp = tid / 32;
     const int wm = (warp / WARPS_N) * WTM, wn = (warp % WARPS_N) * WTN;

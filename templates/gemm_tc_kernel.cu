@@ -5,5 +5,6 @@ extern "C" __global__ void __launch_bounds__({{WARPS_M}} * {{WARPS_N}} * 32)
 {{NAME}}(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, float alpha) {
     float *out = {{SPLITS}} > 1 ? C + (long long)blockIdx.z * {{M}} * {{N}} : C;
     tc::gemm<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, {{TA}}, {{TB}}, {{MODE}}, {{BM}}, {{BN}}, {{BK}}, {{WARPS_M}},
-             {{WARPS_N}}, {{STAGES}}, {{KSPLIT}}>(A, B, out, {{SPLITS}} > 1 ? {{N}} : {{LDC}}, {{SPLITS}} > 1 ? 1.f : alpha);
+             {{WARPS_N}}, {{STAGES}}, {{KSPLIT}}>(A, B, out, {{SPLITS}} > 1 ? {{N}} : {{LDC}}, {{SPLITS}} > 1 ? 1.f : alpha,
+             blockIdx.z);
 }
