@@ -190,7 +190,8 @@ local function plan_fused(shape, t, arch)
            { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
     kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
   end
-  local smem_floats = t.bj * (D + 8) + t.bj * (D + 4) + 64 * (D + 8) + 64 * (D + 4) + 2 * 64 * (t.bj + 8)
+  local smem_floats = t.bj * (D + 4) + 2 * 64 * (D + 8) + 2 * 64 * (D + 4) + 2 * 64 * (t.bj + 8) +
+                      (t.gs_store == 1 and 0 or t.bj * (D + 8)) -- k_j only for gQ inside the kernel
   kernel("attention", { NJ, B * H, 1 },
          { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
            "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),

@@ -178,6 +178,10 @@ attnbwd_status drv_module_function(drv_device *dev, void *module, const char *fu
             goto cleanup;
         }
         CU_CHECK(p_cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes));
+        /* All of the unified L1 as shared memory: these kernels are sized for
+         * two blocks per SM, which a smaller carveout would not hold. */
+        CU_CHECK(p_cuFuncSetAttribute(fn, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                      CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
     }
     *function = fn;
 cleanup:

@@ -30,8 +30,10 @@ constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 // banks: +8 for tiles read along their rows' index as k, +4 for tiles whose
 // rows are m or n (two tiles are read both ways: at most 2-way conflicts).
 constexpr int LD_K = kD + 8, LD_V = kD + 4, LD_Q = kD + 8, LD_GA = kD + 4, LD_S = BJ + 8;
-constexpr int OFF_K = 0, OFF_V = OFF_K + BJ * LD_K, OFF_Q = OFF_V + BJ * LD_V, OFF_GA = OFF_Q + BI * LD_Q,
-              OFF_S = OFF_GA + BI * LD_GA, OFF_P = OFF_S + BI * LD_S, SMEM_FLOATS = OFF_P + BI * LD_S;
+// q_i and gA_i are double-buffered: step s+1's tiles load while step s computes.
+constexpr int OFF_V = 0, OFF_Q = OFF_V + BJ * LD_V, OFF_GA = OFF_Q + 2 * BI * LD_Q, OFF_S = OFF_GA + 2 * BI * LD_GA,
+              OFF_P = OFF_S + BI * LD_S, OFF_K = OFF_P + BI * LD_S,
+              SMEM_FLOATS = OFF_K + (STORE_GS ? 0 : BJ * LD_K); // k_j only for gQ in this kernel
 
 // A [rows x 64] tile of a row-major matrix with leading dimension ld into
 // shared memory (row stride lds); rows at or past `valid` read as zeros.
@@ -57,9 +59,10 @@ __device__ __forceinline__ float block_sum(float v, float *scratch) {
 }
 } // namespace fa
 
-// grid (NJ, B*16), 256 threads, fa::SMEM_FLOATS * 4 bytes of dynamic shared memory (two blocks per SM).
-static_assert(2 * (fa::SMEM_FLOATS * 4 + 1024 + 512) <= 228 * 1024, "two blocks per SM");
-extern "C" __global__ void __launch_bounds__(256, 2)
+// grid (NJ, B*16), 256 threads, fa::SMEM_FLOATS * 4 bytes of dynamic shared
+// memory. One block per SM, its global loads a step ahead of its products.
+static_assert(fa::SMEM_FLOATS * 4 + 1024 + 512 <= 227 * 1024, "shared memory");
+extern "C" __global__ void __launch_bounds__(256, 1)
 {{PREFIX}}_attention(const float *__restrict__ gA, const float *__restrict__ rowdot,
                      const float *__restrict__ query, const float *__restrict__ key, const float *__restrict__ value,
                      const float *__restrict__ probs, const float *__restrict__ probs_dropped,
@@ -69,7 +72,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     using namespace fa;
     extern __shared__ float4 smem4[];
     float *sm = reinterpret_cast<float *>(smem4);
-    float *Ks = sm + OFF_K, *Vs = sm + OFF_V, *Qs = sm + OFF_Q, *GAs = sm + OFF_GA, *Ss = sm + OFF_S, *Ps = sm + OFF_P;
+    float *Ks = sm + OFF_K, *Vs = sm + OFF_V, *Ss = sm + OFF_S, *Ps = sm + OFF_P;
     __shared__ float scratch[NT / 32];
     __shared__ float keep_s[BJ], mj_s[BJ]; // per key: attention_mask != 0, edit_region_mask
 
@@ -100,13 +103,11 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     tc::zero(accK);
     float within = 0.f, cross = 0.f;
 
-    for (i64 i0 = 0; i0 < kT; i0 += BI) {
-        load_rows<BI>(GAs, LD_GA, gA + (b * kT + i0) * kHid + h * kD, kHid, kT - i0);
-        load_rows<BI>(Qs, LD_Q, query + (head_rows + i0) * kD, kD, kT - i0);
-        tc::cp_async_commit();
-
-        // Probabilities at this thread's gPd accumulators, loaded while the tiles land.
-        float p[FN1][4], pd[FN1][4], d_row[2], mi[2];
+    // Probabilities at this thread's gPd accumulators, with the row sums and
+    // masks of its rows: loaded one step ahead, so their DRAM latency hides
+    // behind the current step's products.
+    float p[FN1][4], pd[FN1][4], d_row[2], mi[2];
+    auto load_probs = [&](i64 i0) {
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             const i64 i = i0 + wm1 + g + 8 * hh;
@@ -123,7 +124,23 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                     pd[f][2 * hh + e] = ok ? probs_dropped[at] : 0.f;
                 }
         }
-        tc::cp_async_wait<0>();
+    };
+    load_probs(0);
+
+    auto load_step = [&](i64 i0, int buf) {
+        load_rows<BI>(sm + OFF_GA + buf * BI * LD_GA, LD_GA, gA + (b * kT + i0) * kHid + h * kD, kHid, kT - i0);
+        load_rows<BI>(sm + OFF_Q + buf * BI * LD_Q, LD_Q, query + (head_rows + i0) * kD, kD, kT - i0);
+    };
+    load_step(0, 0);
+    tc::cp_async_commit(); // with k_j, v_j
+
+    for (i64 i0 = 0; i0 < kT; i0 += BI) {
+        const int buf = (int)((i0 / BI) % 2);
+        const float *GAs = sm + OFF_GA + buf * BI * LD_GA, *Qs = sm + OFF_Q + buf * BI * LD_Q;
+        // The other buffer was last read before the previous step's final barrier.
+        if (i0 + BI < kT) load_step(i0 + BI, buf ^ 1);
+        tc::cp_async_commit(); // possibly empty: keeps one group per step
+        tc::cp_async_wait<1>(); // this step's tiles; the next step's may still be in flight
         __syncthreads();
 
         // gPd = gA_i v_j^T: A[m=i][k=d] = GAs[i][d], B[k=d][n=j] = Vs[j][d].
@@ -164,16 +181,19 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                     else tc::red_add(dst, s[0]);
                 }
             }
+        if (i0 + BI < kT) load_probs(i0 + BI); // p, pd, d_row, mi are consumed: refill them
         __syncthreads();
 
         // gV_j += Pd^T gA_i and gK_j += gS^T q_i: A[m=j][k=i] = Ps/Ss[i][j].
+        // (Two loops, not one: fewer fragments live next to the prefetched probabilities.)
 #pragma unroll
-        for (int k = 0; k < BI; k += tc::kstep<MODE>::value) {
+        for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
             tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Ps[kk * LD_S + wm2 + m]; },
                                [&](int kk, int n) { return GAs[kk * LD_GA + wn2 + n]; });
+#pragma unroll
+        for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
             tc::warp_mma<MODE>(accK, k, [&](int m, int kk) { return Ss[kk * LD_S + wm2 + m]; },
                                [&](int kk, int n) { return Qs[kk * LD_Q + wn2 + n]; });
-        }
         if (!STORE_GS) {
         // gQ_i += scale gS k_j: A[m=i][k=j] = Ss[i][j], B[k=j][n=d] = Ks[j][d].
         float accQ[1][4][4];
@@ -192,7 +212,7 @@ extern "C" __global__ void __launch_bounds__(256, 2)
                                  scale * accQ[0][f][2 * hh], scale * accQ[0][f][2 * hh + 1]);
             }
         }
-        __syncthreads(); // the next step overwrites GAs, Qs, Ss, Ps
+        __syncthreads(); // the next step overwrites Ss, Ps and its loads this buffer
     }
 
     // gK and gV of this block's keys, straight into the [B, T, 3072] layout.
