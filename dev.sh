@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # attnbwd's one entry point for newcomers and CI.
 #   ./dev.sh          install what is missing, build, prewarm the kernel cache for
-#                     the public suites and report; on a GPU also check and time them
+#                     the public suites (problems 1 and 2) and report; on a GPU also
+#                     check and time them
 #   ./dev.sh test     install, build, run the tests (CPU; GPU tests skip without
 #                     a GPU), then the same under ASan+UBSan
 #   ./dev.sh gpu-test run the GPU tests (on a machine with a GPU, after ./dev.sh)
@@ -41,11 +42,11 @@ case "${1:-main}" in
     install_packages
     build build
     if have_gpu; then
-      build/attnbwd prewarm sol066_workload
-      build/attnbwd check --time sol066_workload
+      build/attnbwd prewarm sol066_workload sol072_workload
+      build/attnbwd check --time sol066_workload sol072_workload
     else
       echo "== no GPU here: prewarming for sm_90 (the H100/H200)"
-      build/attnbwd prewarm --arch sm_90 sol066_workload
+      build/attnbwd prewarm --arch sm_90 sol066_workload sol072_workload
     fi
     build/attnbwd info --arch sm_90 | sed -n '/cache/p'
     ;;
@@ -58,8 +59,7 @@ case "${1:-main}" in
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
     ;;
   gpu-test)
-    # The edit-attention backward is opt-in while its GPU checks are incomplete.
-    (cd build && ATTNBWD_EXPERIMENTAL=edit_attention ctest -L gpu --output-on-failure)
+    (cd build && ctest -L gpu --output-on-failure)
     ;;
   *)
     echo "usage: ./dev.sh [main|test|gpu-test]" >&2

@@ -6,7 +6,7 @@ Run (on the GPU machine, from the repository root):
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol066_workload.jsonl \
         --json out.json --png out.png
 
-Problem 2 (edit attention backward; rows without n_heads; enables ATTNBWD_EXPERIMENTAL=edit_attention itself):
+Problem 2 (edit attention backward; rows without n_heads):
 
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl
 
@@ -476,9 +476,6 @@ class EditAttentionBwd:
         """Returns (zero-arg callable launching our kernel, list of the 8 output tensors, kernel info)."""
         if not hasattr(lib.lib, "attnbwd_edit_attention_bwd"):
             raise RuntimeError(f"{lib.path} has no attnbwd_edit_attention_bwd")
-        exp = os.environ.get("ATTNBWD_EXPERIMENTAL", "")
-        if "edit_attention" not in exp:  # the library refuses problem 2 without it (read by attnbwd_get_kernel)
-            os.environ["ATTNBWD_EXPERIMENTAL"] = exp + ",edit_attention" if exp else "edit_attention"
         B, T = self.dims(row)
         p = inputs["dropout_p"]
         shape = Shape(problem=ATTNBWD_EDIT_ATTENTION_BWD, batch=B, heads=self.heads, seq_len=T,

@@ -23,7 +23,6 @@ case "${1:-check}" in
     build/attnbwd check --time sol066_workload 2>&1 | tee "$OUT/check.txt"
     ;;
   edit)
-    export ATTNBWD_EXPERIMENTAL=edit_attention
     build/attnbwd prewarm -q sol072_workload 2>&1 | tail -2 | tee "$OUT/edit_prewarm.txt"
     build/attnbwd check --time --iters 20 sol072_workload 2>&1 | tee "$OUT/edit_check.txt"
     build/tests/test_gpu_edit 2>&1 | tee "$OUT/edit_gpu_test.txt"

@@ -176,10 +176,9 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
  * pass's relations: attention_probs_dropped = probs * dropout_mask / (1-p)
  * (so dropout_mask and dropout_p are not read) and attention_output =
  * attention_probs_dropped @ value per head (the softmax backward's row sums
- * come from it). Deterministic except the last bits of grad_edit_region_bias
- * and of the query part of the intermediate grad_qkv (so also of
- * grad_hidden_states and grad_qkv_weight): those sums cross thread blocks as
- * float atomics. */
+ * come from it). Every sum runs in a fixed order: the same inputs give the
+ * same bits on every run (the default tiles; the exploration candidate
+ * gs_store=0 sums gQ and grad_edit_region_bias with float atomics instead). */
 typedef struct attnbwd_edit_attention_args {
     /* inputs */
     const float *grad_output;             /* [B,T,1024] */

@@ -5,11 +5,14 @@
 -- fused = 1 (the default):
 --   gA = grad_output @ out_weight                  grad_out_weight = grad_output^T @ attention_output
 --   D = rowsum(Pd*gPd) = gA_h . attention_output_h  (one dot product per row)
---   one pass over P and Pd (templates/attention_fused.cu): gPd, gS, gQ, gK, gV
---     into grad_qkv, grad_edit_region_bias and the within/cross partials
+--   one pass over P and Pd per (b, h, bj keys) (templates/attention_fused.cu):
+--     gPd, gS, gK and gV into grad_qkv; with gs_store = 1 (the default) it writes
+--     gS to the workspace, then the edit-bias sums (fixed order) and
+--     gQ = scale gS k (a batched product) follow; gs_store = 0 adds gQ and the
+--     bias into their outputs with float atomics inside the pass instead
 --   grad_hidden_states = grad_qkv @ qkv_weight     grad_qkv_weight = grad_qkv^T @ hidden_states
 --   the two bias gradients as column sums
--- The four projection products run on tensor cores (templates/gemm_tc.cu) with
+-- The projection products run on tensor cores (templates/gemm_tc.cu) with
 -- tiles and a split of K chosen here for each product's M, N, K.
 -- fused = 0: the first, correct-first sequence (ten batched 64x64 products and
 -- separate softmax-backward and bias kernels), kept to compare against.

@@ -172,13 +172,6 @@ attnbwd_status shape_validate(const attnbwd_shape *s) {
         if (__builtin_mul_overflow(s->batch, s->seq_len, &bt) || bt > (INT64_C(1) << 26))
             return err_set(ATTNBWD_ERR_UNSUPPORTED, "shape B=%lld T=%lld: B*T over the limit 2^26",
                            (long long)s->batch, (long long)s->seq_len);
-        /* Checked on a GPU for 9 shapes only (docs/benchmarks.md): opt-in
-         * until tests/test_gpu_edit.c has passed on the whole public suite. */
-        const char *exp = getenv("ATTNBWD_EXPERIMENTAL");
-        if (!exp || !strstr(exp, "edit_attention"))
-            return err_set(ATTNBWD_ERR_UNSUPPORTED, "the edit attention backward is experimental in this version "
-                                                    "(checked on a GPU for a few shapes only); "
-                                                    "ATTNBWD_EXPERIMENTAL=edit_attention enables it");
         return ATTNBWD_OK;
     }
     if (s->heads < 1) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape.heads = %lld: must be >= 1", (long long)s->heads);

@@ -8,9 +8,7 @@
  * reference under the public acceptance rule, output by output, with fresh
  * inputs each run. Exits 77 (skipped) where no CUDA device can be used.
  * ATTNBWD_SEED=<n> replays a run (the seed is printed). The timing path
- * (check_time_case) runs once at the end. While the library keeps problem 2
- * behind ATTNBWD_EXPERIMENTAL=edit_attention, run it with that variable set:
- * without it every case is an ERROR (ATTNBWD_ERR_UNSUPPORTED), as it should be.
+ * (check_time_case) runs once at the end.
  *
  * Cost: the CPU reference dominates (B=32, T=773 takes several seconds on 16
  * cores, ~6.5 GB of host memory); the whole test is some minutes. */
