@@ -53,18 +53,28 @@ function M.validate(shape, t)
   return nil
 end
 
+-- The heuristic's choice first (explore reports the others against it), then
+-- the other key-block sizes, the float-atomic variant, and the first sequence.
 function M.candidates(shape)
-  local out = {}
+  local render_key = render.tiles_string
+  local first = M.heuristic(shape)
+  local out, seen = { first }, { [render_key(first)] = true }
+  local function add(t)
+    if not seen[render_key(t)] then
+      seen[render_key(t)] = true
+      out[#out + 1] = t
+    end
+  end
   for _, store in ipairs { 1, 0 } do
     for _, bj in ipairs { 32, 64 } do
       local t = M.heuristic(shape)
       t.bj, t.gs_store = bj, store
-      out[#out + 1] = t
+      add(t)
     end
   end
   local legacy = M.heuristic(shape)
   legacy.fused = 0
-  out[#out + 1] = legacy
+  add(legacy)
   return out
 end
 

@@ -149,6 +149,10 @@ static void edit_attention_plans(void **state) {
         size_t n = 0;
         assert_int_equal(gen_candidates(g, &s, &c, &n), ATTNBWD_OK);
         assert_true(n >= 2);
+        kernel_plan h; /* explore reports every candidate against the first: the heuristic's */
+        assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &h), ATTNBWD_OK);
+        assert_string_equal(h.tiles, c[0]);
+        kernel_plan_free(&h);
         for (size_t j = 0; j < n; ++j) {
             kernel_plan p;
             if (gen_plan(g, &s, "sm_90", c[j], &p) != ATTNBWD_OK)
