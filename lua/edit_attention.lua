@@ -266,7 +266,7 @@ local function plan_sequence(shape, t, arch)
   reserve("colpart", COL_SPLIT * QKV)
   reserve("biaspart", H * POS * 4 * 2)
 
-  local parts = { render.render("gemm_common.cu", {}) }
+  local parts = { render.render("tc_common.cu", {}), render.render("gemm_common.cu", {}) }
   local launches = {}
   local function gemm(name, g)
     local kname = prefix .. "_" .. name

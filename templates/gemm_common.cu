@@ -10,33 +10,10 @@ namespace gemm {
 typedef long long i64;
 constexpr int BM = 64, BN = 64, BK = 16, PAD = 8; // PAD: rows of shared memory land on distinct banks
 
-__device__ __forceinline__ unsigned to_tf32(float x) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-
-__device__ __forceinline__ void mma_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// Two floats as one f16x2 register, lo in the low half (the element with the
-// lower k index, as the fragments want it).
-__device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ void mma_f16(float c[4], const unsigned a[4], const unsigned b[2]) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
+using tc::mma_f16;  // the fragment helpers of templates/tc_common.cu, rendered first
+using tc::mma_tf32;
+using tc::pack_f16x2;
+using tc::to_tf32;
 
 template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, i64 LDC, bool TA, bool TB, int MODE, int INNER, i64 SA1,
           i64 SA0, i64 SB1, i64 SB0, i64 SC1, i64 SC0>

@@ -51,30 +51,33 @@ static void public_suite_compiles_then_hits(void **state) {
     free(cases);
 }
 
-/* The edit-attention backward: every
- * kernel of its public suite generates and compiles, in all three precisions. */
+/* The edit-attention backward: every kernel of its public suite generates and
+ * compiles in TF32, and four of them in fp32 and fp16 too. */
 static void edit_attention_suite_compiles(void **state) {
     (void)state;
     suite_case *cases = NULL;
     size_t n = 0;
     if (suite_load("sol072_workload", &cases, &n) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
     assert_int_equal(n, 16);
-    attnbwd_shape shapes[48];
-    for (size_t i = 0; i < n; ++i) {
-        shapes[i] = cases[i].shape;
-        shapes[n + i] = cases[i].shape;
-        shapes[n + i].precision = ATTNBWD_PRECISION_FP32;
-        shapes[2 * n + i] = cases[i].shape;
-        shapes[2 * n + i].precision = ATTNBWD_PRECISION_FP16;
+    /* All 16 in TF32 (the default); fp32 and fp16 on four that span the
+     * suite (B=64,T=128; B=1,T=373; B=2,T=449; B=32,T=773), to keep CI short. */
+    const size_t other[4] = {0, 1, 12, 14};
+    attnbwd_shape shapes[16 + 8];
+    for (size_t i = 0; i < n; ++i) shapes[i] = cases[i].shape;
+    for (size_t i = 0; i < 4; ++i) {
+        shapes[n + 2 * i] = shapes[n + 2 * i + 1] = cases[other[i]].shape;
+        shapes[n + 2 * i].precision = ATTNBWD_PRECISION_FP32;
+        shapes[n + 2 * i + 1].precision = ATTNBWD_PRECISION_FP16;
     }
+    const size_t total = n + 8;
     log_counts lc = {0};
     attnbwd_ctx *ctx = test_open(NULL, &lc);
     attnbwd_kernel *k = NULL;
     attnbwd_prewarm_summary sum;
-    if (attnbwd_prewarm(ctx, shapes, 3 * n, 0, NULL, NULL, &sum) != ATTNBWD_OK)
+    if (attnbwd_prewarm(ctx, shapes, total, 0, NULL, NULL, &sum) != ATTNBWD_OK)
         fail_msg("prewarm: %s", attnbwd_last_error());
-    assert_int_equal(sum.compiled, 3 * n);
-    for (size_t i = 0; i < 3 * n; ++i) {
+    assert_int_equal(sum.compiled, total);
+    for (size_t i = 0; i < total; ++i) {
         assert_int_equal(attnbwd_get_kernel(ctx, &shapes[i], &k), ATTNBWD_OK);
         /* gA, grad_qkv, the row sums and gS (rows padded to a multiple of 4)
          * live in the workspace, with small partials. */
