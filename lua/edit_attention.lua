@@ -32,14 +32,39 @@ local function ceil_div(a, b) return (a + b - 1) // b end
 
 local SMS = 132 -- the H200's SMs: the tiles below are sized for its waves
 
-function M.heuristic(shape)
+-- Shared memory one block may use (bytes) on an architecture, after opting in
+-- past 48 KiB: what the kernels must fit. nil arch: the H100/H200's.
+local function smem_limit(arch)
+  local n = tonumber((arch or "sm_90"):match("^sm_(%d+)"))
+  if not n then return 227 * 1024 end
+  if n == 86 or n == 89 or n == 120 then return 99 * 1024 end
+  if n == 80 or n == 87 then return 163 * 1024 end
+  if n >= 90 then return 227 * 1024 end
+  return 48 * 1024
+end
+
+-- Dynamic shared memory of the attention pass (templates/attention_fused.cu's
+-- SMEM_FLOATS); its static arrays take 8 * bj + 32 bytes more.
+local function attention_smem(bj, gs_store)
+  local floats = bj * (D + 4) + 2 * 64 * (D + 8) + 2 * 64 * (D + 4) + 2 * 64 * (bj + 8) +
+                 (gs_store == 1 and 0 or bj * (D + 8)) -- k_j only for gQ inside the kernel
+  return floats * 4
+end
+
+function M.heuristic(shape, arch)
   local B, T = shape.batch, shape.seq_len
   -- Keys per attention block: 64 unless that leaves the SMs short of two blocks each.
   local bj = (ceil_div(T, 64) * B * H < 2 * SMS) and 32 or 64
-  return { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1 }
+  local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1 }
+  -- A device with less shared memory: smaller key blocks, else the first sequence (no big tiles).
+  local limit = smem_limit(arch)
+  local function fits(bj) return attention_smem(bj, 1) + 8 * bj + 32 <= limit end
+  if not fits(t.bj) then t.bj = 32 end
+  if not fits(t.bj) then t.fused = 0 end
+  return t
 end
 
-function M.validate(shape, t)
+function M.validate(shape, t, arch)
   if shape.seq_len > POS then
     return string.format("T=%d: longer than the 1024 positions of edit_region_bias (not supported yet)", shape.seq_len)
   end
@@ -50,6 +75,14 @@ function M.validate(shape, t)
   if t.fused ~= 0 and t.fused ~= 1 then return "fused must be 0 or 1" end
   if t.bj ~= 32 and t.bj ~= 64 then return "bj (keys per attention block) must be 32 or 64" end
   if t.gs_store ~= 0 and t.gs_store ~= 1 then return "gs_store must be 0 or 1" end
+  local n = arch and tonumber(arch:match("^sm_(%d+)"))
+  if n and n < 80 then
+    return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
+  end
+  if t.fused == 1 and attention_smem(t.bj, t.gs_store) + 8 * t.bj + 32 > smem_limit(arch) then
+    return string.format("the attention pass needs %d bytes of shared memory; %s allows %d (try bj=32 or fused=0)",
+                         attention_smem(t.bj, t.gs_store), arch, smem_limit(arch))
+  end
   return nil
 end
 
@@ -99,10 +132,10 @@ end
 -- The tiles and K split of one product with the least modelled time: waves of
 -- blocks at a per-SM rate scaled by the tile's efficiency, plus the traffic of
 -- the partial products when K is split.
-function M.choose_gemm(m, n, k)
+function M.choose_gemm(m, n, k, ta, tb, limit)
   local best, best_time
   for _, c in ipairs(GEMM_CONFIGS) do
-    for _, s in ipairs(SPLITS) do
+    for _, s in ipairs(limit and gemm_smem(c, ta, tb) > limit and {} or SPLITS) do
       local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
       local splits = ceil_div(k, kslice)
       if splits == s and (s == 1 or kslice >= 4 * GEMM_BK) then
@@ -143,7 +176,7 @@ local function plan_fused(shape, t, arch)
   }
   local split_floats = 0
   for _, g in ipairs(products) do
-    g.choice = M.choose_gemm(g.m, g.n, g.k)
+    g.choice = M.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch))
     if g.choice.splits > 1 then split_floats = math.max(split_floats, g.choice.splits * g.m * g.n) end
   end
 
@@ -203,12 +236,12 @@ local function plan_fused(shape, t, arch)
            { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
     kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
   end
-  local smem_floats = t.bj * (D + 4) + 2 * 64 * (D + 8) + 2 * 64 * (D + 4) + 2 * 64 * (t.bj + 8) +
-                      (t.gs_store == 1 and 0 or t.bj * (D + 8)) -- k_j only for gQ inside the kernel
+
   kernel("attention", { NJ, B * H, 1 },
          { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
            "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
-           "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil, smem_floats * f)
+           "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil,
+         attention_smem(t.bj, t.gs_store))
   if t.gs_store == 0 then
     kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   else

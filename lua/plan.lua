@@ -48,14 +48,15 @@ end
 
 -- Tiles for a shape: the heuristic, then the override's pairs on top; with
 -- no override, a tuning table's entry for this GPU model, if it is valid.
+-- arch ("sm_90"; nil when unknown) lets a script fit the device's limits.
 -- Returns tiles or nil, why.
-function M.tiles(shape, override)
+function M.tiles(shape, override, arch)
   local mod = problem_module(shape)
-  local tiles = mod.heuristic(shape)
+  local tiles = mod.heuristic(shape, arch)
   if not override then
     local entry = tuned(shape)
     if entry then
-      local t = M.tiles(shape, entry)
+      local t = M.tiles(shape, entry, arch)
       if t then return t end -- an entry that no longer fits falls back to the heuristic
     end
   end
@@ -71,7 +72,7 @@ function M.tiles(shape, override)
       tiles.split = 0
     end
   end
-  local why = mod.validate(shape, tiles)
+  local why = mod.validate(shape, tiles, arch)
   if why then return nil, "tiles " .. render.tiles_string(tiles) .. ": " .. why end
   return tiles
 end
@@ -79,7 +80,7 @@ end
 -- The kernel table C reads: name, source, tiles, grid, block, shared_bytes.
 -- Returns it, or nil and why the tiles were refused.
 function M.plan(shape, arch, override)
-  local tiles, why = M.tiles(shape, override)
+  local tiles, why = M.tiles(shape, override, arch)
   if not tiles then return nil, why end
   local k = problem_module(shape).plan(shape, tiles, arch)
   k.tiles = render.tiles_string(tiles)

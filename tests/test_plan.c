@@ -196,12 +196,49 @@ static void edit_attention_plans(void **state) {
     gen_close(g);
 }
 
+/* Problem 2 on devices with less shared memory than the H200: the heuristic's
+ * kernels fit each architecture's per-block limit, and an architecture
+ * without the tensor-core instructions is refused with the reason. */
+static void edit_attention_fits_smaller_devices(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const struct { const char *arch; unsigned limit; } archs[] = {
+        {"sm_80", 163 * 1024}, {"sm_86", 99 * 1024}, {"sm_89", 99 * 1024}, {"sm_90", 227 * 1024}};
+    const int64_t shapes[][2] = {{1, 1}, {64, 128}, {1, 373}, {32, 773}, {1, 1024}};
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; ++a)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+            kernel_plan p;
+            if (gen_plan(g, &s, archs[a].arch, NULL, &p) != ATTNBWD_OK)
+                fail_msg("%s B=%lld T=%lld: %s", archs[a].arch, (long long)s.batch, (long long)s.seq_len,
+                         attnbwd_last_error());
+            const unsigned bj = (unsigned)tile(p.tiles, "bj");
+            for (int l = 0; l < p.n_launches; ++l) {
+                const char *n = p.launches[l].name;
+                const unsigned fixed = strlen(n) > 10 && !strcmp(n + strlen(n) - 10, "_attention") ? 8 * bj + 32 : 64;
+                if (p.launches[l].shared_bytes + fixed > archs[a].limit) /* dynamic + static */
+                    fail_msg("%s: %s wants %u bytes of shared memory", archs[a].arch, p.launches[l].name,
+                             p.launches[l].shared_bytes);
+            }
+            kernel_plan_free(&p);
+        }
+    attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 77, 1, 0};
+    kernel_plan p;
+    assert_int_equal(gen_plan(g, &s, "sm_75", NULL, &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "sm_80 or newer"));
+    /* bj=64 does not fit sm_86's 99 KiB: refused with the numbers, not left to fail at load. */
+    assert_int_equal(gen_plan(g, &s, "sm_86", "bj=64", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "bytes of shared memory"));
+    gen_close(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(heuristic_is_valid_for_many_shapes),
         cmocka_unit_test(overrides),
         cmocka_unit_test(candidates_are_valid),
         cmocka_unit_test(edit_attention_plans),
+        cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
