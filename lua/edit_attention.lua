@@ -360,6 +360,7 @@ local function plan_sequence(shape, t, arch)
   kernel("colsum_final", { ceil_div(QKV, 256), 1, 1 }, { wsp("colpart"), "out:grad_qkv_bias", "i32:" .. QKV })
 
   parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix, GS_LD = T })
+  parts[#parts + 1] = render.render("grad_scores.cu", { PREFIX = prefix })
   parts[#parts + 1] = render.render("colsum.cu", { PREFIX = prefix, COL_SPLIT = COL_SPLIT })
   local first = launches[1]
   return {

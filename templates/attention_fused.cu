@@ -45,18 +45,6 @@ __device__ __forceinline__ void load_rows(float *dst, int lds, const float *src,
         tc::cp_async16(&dst[r * lds + d], ok ? src + r * ld + d : src, ok);
     }
 }
-
-__device__ __forceinline__ float block_sum(float v, float *scratch) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-    __syncthreads();
-    float s = 0.f;
-#pragma unroll
-    for (int w = 0; w < NT / 32; ++w) s += scratch[w];
-    return s;
-}
 } // namespace fa
 
 // grid (NJ, B*16), 256 threads, fa::SMEM_FLOATS * 4 bytes of dynamic shared
@@ -228,8 +216,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(accV[0][f][2 * hh], accV[0][f][2 * hh + 1]);
         }
     if (STORE_GS) return; // the bias kernel sums within / cross from gs
-    within = fa::block_sum(within, scratch);
-    cross = fa::block_sum(cross, scratch);
+    within = tc::block_sum(within, scratch);
+    cross = tc::block_sum(cross, scratch);
     if (tid == 0) {
         partials[2 * ((i64)bh * NJ + jb)] = within;
         partials[2 * ((i64)bh * NJ + jb) + 1] = cross;
@@ -275,8 +263,8 @@ extern "C" __global__ void __launch_bounds__(256)
         w += partials[at];
         c += partials[at + 1];
     }
-    w = block_sum(w, scratch);
-    c = block_sum(c, scratch);
+    w = tc::block_sum(w, scratch);
+    c = tc::block_sum(c, scratch);
     if (threadIdx.x == 0) {
         grad_within_edit_bias[h] = w;
         grad_cross_edit_bias[h] = c;

@@ -1,6 +1,7 @@
-// Building blocks of the tensor-core kernels (projection products and the fused
-// attention backward): one warp's share of a product read from shared memory,
-// cp.async copies, and vector reductions into global memory.
+// Building blocks of the edit-attention backward's kernels (projection products,
+// the fused attention pass, the bias sums): one warp's share of a product read
+// from shared memory, cp.async copies, reductions into global memory, and a
+// block-wide sum.
 //
 // warp_mma adds one k step of A[m, k] B[k, n] to a warp's FM x FN fragments of
 // 16 x 8 outputs. a(m, k) and b(k, n) read the operands (warp-relative m and
@@ -129,5 +130,19 @@ __device__ __forceinline__ void red_add2(float *p, float x, float y) {
 }
 __device__ __forceinline__ void red_add(float *p, float x) {
     asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
+}
+
+// Sum over the 256 threads (8 warps) of a block; every thread gets it.
+// scratch: 8 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads(); // scratch may still be read from an earlier call
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) s += scratch[w];
+    return s;
 }
 } // namespace tc
