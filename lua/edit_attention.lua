@@ -152,12 +152,47 @@ function M.choose_gemm(m, n, k, ta, tb, limit)
   return best
 end
 
+-- A plan being built: its workspace (named regions, each 256-byte aligned),
+-- its launches in order and its source parts. Both plans below use one.
+local function new_plan(shape, t)
+  local p = { prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", shape.batch, shape.seq_len, t.precision),
+              ws = {}, ws_bytes = 0, launches = {}, parts = {} }
+  function p.reserve(name, floats)
+    p.ws[name] = p.ws_bytes
+    p.ws_bytes = p.ws_bytes + ((floats * 4 + 255) // 256) * 256
+  end
+  -- The argument for a region of the workspace, `plus` floats into it.
+  function p.wsp(name, plus) return "ws:" .. (p.ws[name] + (plus or 0) * 4) end
+  function p.render(template, values) p.parts[#p.parts + 1] = render.render(template, values) end
+  function p.kernel(name, grid, args, block, smem)
+    p.launches[#p.launches + 1] = { name = p.prefix .. "_" .. name, grid = grid, block = block or { 256, 1, 1 },
+                                    shared_bytes = smem or 0, args = args }
+  end
+  -- Column sums of x [rows, cols] into out, in two fixed-order steps (templates/colsum.cu).
+  function p.colsum(x, out, rows, cols)
+    p.kernel("colsum_partial", { ceil_div(cols, 256), COL_SPLIT, 1 },
+             { x, p.wsp("colpart"), "i64:" .. rows, "i32:" .. cols })
+    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp("colpart"), out, "i32:" .. cols })
+  end
+  function p.finish(arch, align)
+    local first = p.launches[1]
+    return {
+      name = first.name, grid = first.grid, block = first.block, shared_bytes = first.shared_bytes,
+      source = "// attnbwd " .. arch .. " " .. render.tiles_string(t) .. "\n" .. table.concat(p.parts, "\n"),
+      launches = p.launches,
+      workspace_bytes = p.ws_bytes,
+      align = align,
+    }
+  end
+  return p
+end
+
 local function plan_fused(shape, t, arch)
   local B, T = shape.batch, shape.seq_len
   local BT = B * T
-  local prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", B, T, t.precision)
+  local p = new_plan(shape, t)
+  local wsp = p.wsp
   local mode = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision]
-  local f = 4
   local NJ = ceil_div(T, t.bj)
 
   local products = {
@@ -181,143 +216,108 @@ local function plan_fused(shape, t, arch)
   end
 
   -- Workspace: gA [BT,1024], grad_qkv [BT,3072], D [B,16,T], within/cross
-  -- partials, column-sum partials, split-K partial products.
-  local ws, off = {}, 0
-  local function reserve(name, floats)
-    ws[name] = off
-    off = off + ((floats * f + 255) // 256) * 256
-  end
+  -- partials, gS, bias partials, column-sum partials, split-K partial products.
   local T4 = ceil_div(T, 4) * 4 -- gS rows, padded for 16-byte loads
-  reserve("gA", BT * HID)
-  reserve("gqkv", BT * QKV)
-  reserve("rowdot", B * H * T)
-  reserve("wcpart", B * H * NJ * 2)
-  reserve("gs", t.gs_store == 1 and B * H * T * T4 or 0)
-  reserve("biaspart", H * POS * 4 * 2)
-  reserve("colpart", COL_SPLIT * QKV)
-  reserve("splitk", split_floats)
-  local function wsp(name, plus) return "ws:" .. (ws[name] + (plus or 0) * f) end
+  p.reserve("gA", BT * HID)
+  p.reserve("gqkv", BT * QKV)
+  p.reserve("rowdot", B * H * T)
+  p.reserve("wcpart", B * H * NJ * 2)
+  p.reserve("gs", t.gs_store == 1 and B * H * T * T4 or 0)
+  p.reserve("biaspart", H * POS * 4 * 2)
+  p.reserve("colpart", COL_SPLIT * QKV)
+  p.reserve("splitk", split_floats)
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
 
-  local parts = { render.render("tc_common.cu", {}), render.render("gemm_tc.cu", {}) }
-  local launches = {}
-  local function kernel(name, grid, args, block, smem)
-    launches[#launches + 1] = { name = prefix .. "_" .. name, grid = grid, block = block or { 256, 1, 1 },
-                                shared_bytes = smem or 0, args = args }
-  end
+  p.render("tc_common.cu", {})
+  p.render("gemm_tc.cu", {})
   local function gemm(g)
-    local c, kname = g.choice.config, prefix .. "_" .. g.name
+    local c, kname = g.choice.config, p.prefix .. "_" .. g.name
     local split = g.choice.splits > 1
-    parts[#parts + 1] = render.render("gemm_tc_kernel.cu", {
+    p.render("gemm_tc_kernel.cu", {
       NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
       TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
       WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
     })
-    kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
-           { bind(g.a), bind(g.b), split and wsp("splitk") or bind(g.c), "f32:one" },
-           { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
+    p.kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
+             { bind(g.a), bind(g.b), split and wsp("splitk") or bind(g.c), "f32:one" },
+             { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
     if split then
-      parts[#parts + 1] = render.render("splitk_reduce_kernel.cu", {
+      p.render("splitk_reduce_kernel.cu", {
         NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
-      kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 }, { wsp("splitk"), bind(g.c), "f32:one" })
+      p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 }, { wsp("splitk"), bind(g.c), "f32:one" })
     end
-  end
-  local function colsum(x, out, cols)
-    kernel("colsum_partial", { ceil_div(cols, 256), COL_SPLIT, 1 }, { x, wsp("colpart"), "i64:" .. BT, "i32:" .. cols })
-    kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { wsp("colpart"), out, "i32:" .. cols })
   end
 
   gemm(products[1])
   gemm(products[2])
-  colsum("in:grad_output", "out:grad_out_bias", HID)
-  kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
+  p.colsum("in:grad_output", "out:grad_out_bias", BT, HID)
+  p.kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
   if t.gs_store == 0 then -- the red.add targets start at zero
-    kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
+    p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
            { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
-    kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
+    p.kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
   end
 
-  kernel("attention", { NJ, B * H, 1 },
+  p.kernel("attention", { NJ, B * H, 1 },
          { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
            "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
            "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil,
          attention_smem(t.bj, t.gs_store))
   if t.gs_store == 0 then
-    kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   else
-    kernel("bias_grads", { POS // 256, POS, H }, { wsp("gs"), "in:edit_region_mask", "out:grad_edit_region_bias",
+    p.kernel("bias_grads", { POS // 256, POS, H }, { wsp("gs"), "in:edit_region_mask", "out:grad_edit_region_bias",
                                                     wsp("biaspart") })
-    kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    p.kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local c = GEMM_CONFIGS[3]
-    local kname = prefix .. "_grad_query"
-    parts[#parts + 1] = render.render("gemm_tc_batched_kernel.cu", {
+    local kname = p.prefix .. "_grad_query"
+    p.render("gemm_tc_batched_kernel.cu", {
       NAME = kname, COMMENT = "gQ = scale * gS @ k_h per (b, h), into grad_qkv[:, 0:1024]",
       M = T, N = D, K = T, LDA = T4, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,
       BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m, WARPS_N = c.warps_n, STAGES = c.stages,
       KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H,
       SA1 = H * T * T4, SA0 = T * T4, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
     })
-    kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
+    p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
            { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
   end
   gemm(products[3])
   gemm(products[4])
-  colsum(wsp("gqkv"), "out:grad_qkv_bias", QKV)
+  p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  parts[#parts + 1] = render.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = prefix,
-                                                            STORE_GS = t.gs_store, GS_LD = T4 })
+  p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
+                                   STORE_GS = t.gs_store, GS_LD = T4 })
   if t.gs_store == 1 then
-    parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix, GS_LD = T4 })
+    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })
   end
-  parts[#parts + 1] = render.render("colsum.cu", { PREFIX = prefix, COL_SPLIT = COL_SPLIT })
-  local first = launches[1]
-  return {
-    name = first.name, grid = first.grid, block = first.block, shared_bytes = first.shared_bytes,
-    source = "// attnbwd " .. arch .. " " .. render.tiles_string(t) .. "\n" .. table.concat(parts, "\n"),
-    launches = launches,
-    workspace_bytes = off,
-    align = 16, -- cp.async reads 16 bytes at a time
-  }
+  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT })
+  return p.finish(arch, 16) -- cp.async reads 16 bytes at a time
 end
 
 local function plan_sequence(shape, t, arch)
   local B, T = shape.batch, shape.seq_len
   local BT = B * T
-  local prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", B, T, t.precision)
-  local f = 4 -- bytes per float
+  local p = new_plan(shape, t)
+  local wsp = p.wsp
   -- Workspace: gA [BT,1024], gS [B,16,T,T], grad_qkv [BT,3072], column partials, bias partials.
-  local ws = {}
-  local off = 0
-  local function reserve(name, floats)
-    ws[name] = off
-    off = off + ((floats * f + 255) // 256) * 256
-  end
-  reserve("gA", BT * HID)
-  reserve("gS", B * H * T * T)
-  reserve("gqkv", BT * QKV)
-  reserve("colpart", COL_SPLIT * QKV)
-  reserve("biaspart", H * POS * 4 * 2)
+  p.reserve("gA", BT * HID)
+  p.reserve("gS", B * H * T * T)
+  p.reserve("gqkv", BT * QKV)
+  p.reserve("colpart", COL_SPLIT * QKV)
+  p.reserve("biaspart", H * POS * 4 * 2)
 
-  local parts = { render.render("tc_common.cu", {}), render.render("gemm_common.cu", {}) }
-  local launches = {}
+  p.render("tc_common.cu", {})
+  p.render("gemm_common.cu", {})
   local function gemm(name, g)
-    local kname = prefix .. "_" .. name
-    parts[#parts + 1] = render.render("gemm_kernel.cu", {
-      NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
-      TA = g.ta, TB = g.tb, MODE = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision], INNER = g.inner or 1,
+    p.render("gemm_kernel.cu", {
+      NAME = p.prefix .. "_" .. name, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb,
+      LDC = g.ldc, TA = g.ta, TB = g.tb, MODE = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision], INNER = g.inner or 1,
       SA1 = g.sa1 or 0, SA0 = g.sa0 or 0, SB1 = g.sb1 or 0, SB0 = g.sb0 or 0, SC1 = g.sc1 or 0, SC0 = g.sc0 or 0,
     })
-    launches[#launches + 1] = {
-      name = kname, grid = { ceil_div(g.n, 64), ceil_div(g.m, 64), g.batches or 1 }, block = { 128, 1, 1 },
-      shared_bytes = 0, args = { g.a, g.b, g.c, g.alpha or "f32:one" },
-    }
+    p.kernel(name, { ceil_div(g.n, 64), ceil_div(g.m, 64), g.batches or 1 }, { g.a, g.b, g.c, g.alpha or "f32:one" },
+             { 128, 1, 1 })
   end
-  local function kernel(name, grid, args)
-    launches[#launches + 1] = { name = prefix .. "_" .. name, grid = grid, block = { 256, 1, 1 }, shared_bytes = 0,
-                                args = args }
-  end
-  local function wsp(name, plus) return "ws:" .. (ws[name] + (plus or 0) * f) end
 
   gemm("grad_attn_out", { comment = "gA [BT,1024] = grad_output [BT,1024] @ out_weight [1024,1024]",
     m = BT, n = HID, k = HID, lda = HID, ldb = HID, ldc = HID, ta = false, tb = false,
@@ -325,18 +325,16 @@ local function plan_sequence(shape, t, arch)
   gemm("grad_out_weight", { comment = "grad_out_weight [1024,1024] = grad_output^T @ attention_output",
     m = HID, n = HID, k = BT, lda = HID, ldb = HID, ldc = HID, ta = true, tb = false,
     a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight" })
-  kernel("colsum_partial", { ceil_div(HID, 256), COL_SPLIT, 1 },
-         { "in:grad_output", wsp("colpart"), "i64:" .. BT, "i32:" .. HID })
-  kernel("colsum_final", { ceil_div(HID, 256), 1, 1 }, { wsp("colpart"), "out:grad_out_bias", "i32:" .. HID })
+  p.colsum("in:grad_output", "out:grad_out_bias", BT, HID)
   gemm("grad_probs", { comment = "gPd [b,h][T,T] = gA_h [T,64] @ v_h^T",
     m = T, n = T, k = D, lda = HID, ldb = D, ldc = T, ta = false, tb = true, inner = H, batches = B * H,
     sa1 = T * HID, sa0 = D, sb1 = H * T * D, sb0 = T * D, sc1 = H * T * T, sc0 = T * T,
     a = wsp("gA"), b = "in:value", c = wsp("gS") })
-  kernel("grad_scores", { B * H * T, 1, 1 },
+  p.kernel("grad_scores", { B * H * T, 1, 1 },
          { wsp("gS"), "in:attention_probs", "in:attention_probs_dropped", "in:attention_mask" })
-  kernel("bias_grads", { POS // 256, POS, H }, { wsp("gS"), "in:edit_region_mask", "out:grad_edit_region_bias",
+  p.kernel("bias_grads", { POS // 256, POS, H }, { wsp("gS"), "in:edit_region_mask", "out:grad_edit_region_bias",
                                                   wsp("biaspart") })
-  kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  p.kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   gemm("grad_query", { comment = "gQ = scale * gS [T,T] @ k_h [T,64], into grad_qkv[:, 0:1024]",
     m = T, n = D, k = T, lda = T, ldb = D, ldc = QKV, ta = false, tb = false, inner = H, batches = B * H,
     sa1 = H * T * T, sa0 = T * T, sb1 = H * T * D, sb0 = T * D, sc1 = T * QKV, sc0 = D,
@@ -355,21 +353,12 @@ local function plan_sequence(shape, t, arch)
   gemm("grad_qkv_weight", { comment = "grad_qkv_weight [3072,1024] = grad_qkv^T @ hidden_states",
     m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
     a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
-  kernel("colsum_partial", { ceil_div(QKV, 256), COL_SPLIT, 1 },
-         { wsp("gqkv"), wsp("colpart"), "i64:" .. BT, "i32:" .. QKV })
-  kernel("colsum_final", { ceil_div(QKV, 256), 1, 1 }, { wsp("colpart"), "out:grad_qkv_bias", "i32:" .. QKV })
+  p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  parts[#parts + 1] = render.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = prefix, GS_LD = T })
-  parts[#parts + 1] = render.render("grad_scores.cu", { PREFIX = prefix })
-  parts[#parts + 1] = render.render("colsum.cu", { PREFIX = prefix, COL_SPLIT = COL_SPLIT })
-  local first = launches[1]
-  return {
-    name = first.name, grid = first.grid, block = first.block, shared_bytes = 0,
-    source = "// attnbwd " .. arch .. " " .. render.tiles_string(t) .. "\n" .. table.concat(parts, "\n"),
-    launches = launches,
-    workspace_bytes = off,
-    align = 4,
-  }
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T })
+  p.render("grad_scores.cu", { PREFIX = p.prefix })
+  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT })
+  return p.finish(arch, 4)
 end
 
 function M.plan(shape, t, arch)
