@@ -35,16 +35,6 @@ constexpr int OFF_V = 0, OFF_Q = OFF_V + BJ * LD_V, OFF_GA = OFF_Q + 2 * BI * LD
               OFF_P = OFF_S + BI * LD_S, OFF_K = OFF_P + BI * LD_S,
               SMEM_FLOATS = OFF_K + (STORE_GS ? 0 : BJ * LD_K); // k_j only for gQ in this kernel
 
-// A [rows x 64] tile of a row-major matrix with leading dimension ld into
-// shared memory (row stride lds); rows at or past `valid` read as zeros.
-template <int ROWS>
-__device__ __forceinline__ void load_rows(float *dst, int lds, const float *src, i64 ld, i64 valid) {
-    for (int c = threadIdx.x; c < ROWS * kD / 4; c += NT) {
-        const int r = c / (kD / 4), d = 4 * (c % (kD / 4));
-        const bool ok = r < valid;
-        tc::cp_async16(&dst[r * lds + d], ok ? src + r * ld + d : src, ok);
-    }
-}
 } // namespace fa
 
 // grid (NJ, B*16), 256 threads, fa::SMEM_FLOATS * 4 bytes of dynamic shared
@@ -69,8 +59,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const i64 head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
 
-    if (!STORE_GS) load_rows<BJ>(Ks, LD_K, key + (head_rows + j0) * kD, kD, kT - j0);
-    load_rows<BJ>(Vs, LD_V, value + (head_rows + j0) * kD, kD, kT - j0);
+    if (!STORE_GS) tc::copy_tile<BJ, kD, NT>(Ks, LD_K, key + (head_rows + j0) * kD, kD, 0, 0, kT - j0, kD);
+    tc::copy_tile<BJ, kD, NT>(Vs, LD_V, value + (head_rows + j0) * kD, kD, 0, 0, kT - j0, kD);
 
     // Warp tiles. gPd [BI x BJ]: 4 x 2 warps of 16 x BJ/2. gV, gK [BJ x 64]:
     // (BJ/16) x (8/(BJ/16)) warps. gQ [BI x 64]: 4 x 2 warps of 16 x 32.
@@ -116,8 +106,11 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     load_probs(0);
 
     auto load_step = [&](i64 i0, int buf) {
-        load_rows<BI>(sm + OFF_GA + buf * BI * LD_GA, LD_GA, gA + (b * kT + i0) * kHid + h * kD, kHid, kT - i0);
-        load_rows<BI>(sm + OFF_Q + buf * BI * LD_Q, LD_Q, query + (head_rows + i0) * kD, kD, kT - i0);
+        // Rows at or past T read as zeros.
+        tc::copy_tile<BI, kD, NT>(sm + OFF_GA + buf * BI * LD_GA, LD_GA, gA + (b * kT + i0) * kHid + h * kD, kHid, 0,
+                                  0, kT - i0, kD);
+        tc::copy_tile<BI, kD, NT>(sm + OFF_Q + buf * BI * LD_Q, LD_Q, query + (head_rows + i0) * kD, kD, 0, 0,
+                                  kT - i0, kD);
     };
     load_step(0, 0);
     tc::cp_async_commit(); // with k_j, v_j

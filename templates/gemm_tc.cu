@@ -32,33 +32,11 @@ __device__ __forceinline__ void gemm(const float *__restrict__ A, const float *_
     auto load = [&](int stage, int kt) {
         float *As = smem + stage * (A_SIZE + B_SIZE), *Bs = As + A_SIZE;
         const i64 k0 = kbeg + (i64)kt * BK;
-        // A: chunks of 4 along its contiguous dimension.
-        for (int c = tid; c < BM * BK / 4; c += NT) {
-            if constexpr (TA) {
-                const int kk = c / (BM / 4), mm = 4 * (c % (BM / 4));
-                const i64 gk = k0 + kk, gm = m0 + mm;
-                const bool ok = gk < kend && gm < M;
-                cp_async16(&As[kk * A_LD + mm], ok ? A + gk * LDA + gm : A, ok);
-            } else {
-                const int mm = c / (BK / 4), kk = 4 * (c % (BK / 4));
-                const i64 gk = k0 + kk, gm = m0 + mm;
-                const bool ok = gk < kend && gm < M;
-                cp_async16(&As[mm * A_LD + kk], ok ? A + gm * LDA + gk : A, ok);
-            }
-        }
-        for (int c = tid; c < BN * BK / 4; c += NT) {
-            if constexpr (TB) {
-                const int nn = c / (BK / 4), kk = 4 * (c % (BK / 4));
-                const i64 gk = k0 + kk, gn = n0 + nn;
-                const bool ok = gk < kend && gn < N;
-                cp_async16(&Bs[nn * B_LD + kk], ok ? B + gn * LDB + gk : B, ok);
-            } else {
-                const int kk = c / (BN / 4), nn = 4 * (c % (BN / 4));
-                const i64 gk = k0 + kk, gn = n0 + nn;
-                const bool ok = gk < kend && gn < N;
-                cp_async16(&Bs[kk * B_LD + nn], ok ? B + gk * LDB + gn : B, ok);
-            }
-        }
+        // Each operand as stored: rows along its leading dimension, 16-byte chunks along the contiguous one.
+        if constexpr (TA) copy_tile<BK, BM, NT>(As, A_LD, A, LDA, k0, m0, kend, M);
+        else copy_tile<BM, BK, NT>(As, A_LD, A, LDA, m0, k0, M, kend);
+        if constexpr (TB) copy_tile<BN, BK, NT>(Bs, B_LD, B, LDB, n0, k0, N, kend);
+        else copy_tile<BK, BN, NT>(Bs, B_LD, B, LDB, k0, n0, kend, N);
     };
 
     float acc[FM][FN][4];

@@ -124,6 +124,21 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
+// A ROWS x COLS tile of a row-major matrix (leading dimension ld) from row r0,
+// column c0 into shared memory (row stride lds), 16 bytes per copy among NT
+// threads; rows at or past rend and columns at or past cend read as zeros.
+// COLS, c0 and cend are multiples of 4 (the caller's alignment contract).
+template <int ROWS, int COLS, int NT>
+__device__ __forceinline__ void copy_tile(float *dst, int lds, const float *src, i64 ld, i64 r0, i64 c0, i64 rend,
+                                          i64 cend) {
+    for (int c = threadIdx.x; c < ROWS * COLS / 4; c += NT) {
+        const int r = c / (COLS / 4), col = 4 * (c % (COLS / 4));
+        const i64 gr = r0 + r, gc = c0 + col;
+        const bool ok = gr < rend && gc < cend;
+        cp_async16(&dst[r * lds + col], ok ? src + gr * ld + gc : src, ok);
+    }
+}
+
 // Two adjacent floats added into global memory in one reduction (sm_90).
 __device__ __forceinline__ void red_add2(float *p, float x, float y) {
     asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y) : "memory");
