@@ -63,7 +63,12 @@ static int ends_with(const char *s, const char *suffix) {
 static void set_stem(source *src, const char *path) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    snprintf(src->stem, sizeof src->stem, "%s", base);
+    /* Long names are cut to fit: the stem only labels reports. */
+    size_t n = strlen(base);
+    if (n >= sizeof src->stem)
+        n = sizeof src->stem - 1;
+    memcpy(src->stem, base, n);
+    src->stem[n] = '\0';
     char *dot = strrchr(src->stem, '.');
     if (dot && dot != src->stem)
         *dot = '\0';

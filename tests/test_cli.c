@@ -491,7 +491,7 @@ static void test_parse_shape(void **state)
 {
     (void)state;
     char err[256];
-    cli_shape s;
+    cli_shape s = {0};
     assert_int_equal(cli_parse_shape("2,16,541,0.1", 1, &s, err, sizeof err), 0);
     assert_true(s.batch == 2 && s.heads == 16 && s.seq_len == 541 && s.has_p);
     assert_true(s.p_dropout > 0.0999 && s.p_dropout < 0.1001);
