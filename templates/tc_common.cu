@@ -15,11 +15,12 @@ typedef long long i64;
 
 template <int MODE> struct kstep { static constexpr int value = MODE == 2 ? 16 : 8; };
 
-__device__ __forceinline__ unsigned to_tf32(float x) {
-    unsigned r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
+// TF32 operand of x, rounded to nearest with ties away from zero: the tensor
+// cores read only the top 19 bits, so adding half a TF32 unit to the bit
+// pattern rounds. One integer add instead of cvt.rna.tf32.f32's two
+// instructions, with the same result for every finite x (an infinity turns
+// into a NaN, which an fp32 product of it would give anyway).
+__device__ __forceinline__ unsigned to_tf32(float x) { return __float_as_uint(x) + 0x1000u; }
 
 // Two floats as one f16x2 register, lo (the lower k index) in the low half.
 __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
@@ -128,14 +129,36 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 // column c0 into shared memory (row stride lds), 16 bytes per copy among NT
 // threads; rows at or past rend and columns at or past cend read as zeros.
 // COLS, c0 and cend are multiples of 4 (the caller's alignment contract).
+// The passes are unrolled and, when NT is a multiple of a row's chunks, each
+// thread keeps one column, so a copy costs a bound check and the cp.async:
+// the address math is done once (a generic loop here cost more instructions
+// than the products it fed).
 template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void copy_tile(float *dst, int lds, const float *src, i64 ld, i64 r0, i64 c0, i64 rend,
                                           i64 cend) {
-    for (int c = threadIdx.x; c < ROWS * COLS / 4; c += NT) {
-        const int r = c / (COLS / 4), col = 4 * (c % (COLS / 4));
-        const i64 gr = r0 + r, gc = c0 + col;
-        const bool ok = gr < rend && gc < cend;
-        cp_async16(&dst[r * lds + col], ok ? src + gr * ld + gc : src, ok);
+    constexpr int CPR = COLS / 4, CHUNKS = ROWS * CPR, PASSES = (CHUNKS + NT - 1) / NT;
+    if constexpr (NT % CPR == 0) {
+        constexpr int RS = NT / CPR; // rows between one pass and the next
+        const int rt = threadIdx.x / CPR, col = 4 * (threadIdx.x % CPR);
+        const bool col_ok = c0 + col < cend;
+        const float *s = src + (r0 + rt) * ld + c0 + col;
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const int r = rt + p * RS;
+            if (CHUNKS % NT != 0 && r >= ROWS) break;
+            const bool ok = col_ok && r0 + r < rend;
+            cp_async16(&dst[r * lds + col], ok ? s + p * RS * ld : src, ok);
+        }
+    } else {
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const int c = threadIdx.x + p * NT;
+            if (CHUNKS % NT != 0 && c >= CHUNKS) break;
+            const int r = c / CPR, col = 4 * (c % CPR);
+            const i64 gr = r0 + r, gc = c0 + col;
+            const bool ok = gr < rend && gc < cend;
+            cp_async16(&dst[r * lds + col], ok ? src + gr * ld + gc : src, ok);
+        }
     }
 }
 
