@@ -223,7 +223,7 @@ local function plan_fused(shape, t, arch)
   p.reserve("rowdot", B * H * T)
   p.reserve("wcpart", B * H * NJ * 2)
   p.reserve("gs", t.gs_store == 1 and B * H * T * T4 or 0)
-  p.reserve("biaspart", H * POS * 4 * 2)
+  p.reserve("biaspart", H * POS * 2)
   p.reserve("colpart", COL_SPLIT * QKV)
   p.reserve("splitk", split_floats)
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
@@ -266,7 +266,7 @@ local function plan_fused(shape, t, arch)
   if t.gs_store == 0 then
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   else
-    p.kernel("bias_grads", { POS // 256, POS, H }, { wsp("gs"), "in:edit_region_mask", "out:grad_edit_region_bias",
+    p.kernel("bias_grads", { POS, H, 1 }, { wsp("gs"), "in:edit_region_mask", "out:grad_edit_region_bias",
                                                     wsp("biaspart") })
     p.kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
@@ -305,7 +305,7 @@ local function plan_sequence(shape, t, arch)
   p.reserve("gS", B * H * T * T)
   p.reserve("gqkv", BT * QKV)
   p.reserve("colpart", COL_SPLIT * QKV)
-  p.reserve("biaspart", H * POS * 4 * 2)
+  p.reserve("biaspart", H * POS * 2)
 
   p.render("tc_common.cu", {})
   p.render("gemm_common.cu", {})
@@ -332,7 +332,7 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gA"), b = "in:value", c = wsp("gS") })
   p.kernel("grad_scores", { B * H * T, 1, 1 },
          { wsp("gS"), "in:attention_probs", "in:attention_probs_dropped", "in:attention_mask" })
-  p.kernel("bias_grads", { POS // 256, POS, H }, { wsp("gS"), "in:edit_region_mask", "out:grad_edit_region_bias",
+  p.kernel("bias_grads", { POS, H, 1 }, { wsp("gS"), "in:edit_region_mask", "out:grad_edit_region_bias",
                                                   wsp("biaspart") })
   p.kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   gemm("grad_query", { comment = "gQ = scale * gS [T,T] @ k_h [T,64], into grad_qkv[:, 0:1024]",

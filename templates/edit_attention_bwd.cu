@@ -9,27 +9,48 @@ constexpr int kHeads = 16, kPos = 1024;
 
 // grad_edit_region_bias[h, i, j] = sum over b of gS (0 outside [:T, :T]), and
 // per block the partial sums of gS * m_i*m_j and gS * (m_i != m_j).
-// Grid (1024/256, 1024, 16).
+// Grid (1024, 16): a block owns one row of one head, a thread four adjacent
+// columns, written as one 16-byte store. The output is 64 MiB whatever T is;
+// rows and columns past T are only written.
+namespace ea {
+constexpr int kBlocks = kPos;       // blocks (rows) per head
+constexpr bool kVec = kLd % 4 == 0; // gS rows 16-byte aligned
+} // namespace ea
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_bias_grads(const float *__restrict__ gs, const float *__restrict__ edit_region_mask,
                       float *__restrict__ grad_edit_region_bias, float *__restrict__ partials) {
+    using namespace ea;
     __shared__ float scratch[8];
-    const long long h = blockIdx.z, i = blockIdx.y, j = (long long)blockIdx.x * 256 + threadIdx.x;
-    float s = 0.f, within = 0.f, cross = 0.f;
-    if (i < ea::kT && j < ea::kT) {
-        for (long long b = 0; b < ea::kB; ++b) {
-            const float v = gs[((b * ea::kHeads + h) * ea::kT + i) * ea::kLd + j];
-            const float mi = edit_region_mask[b * ea::kT + i], mj = edit_region_mask[b * ea::kT + j];
-            s += v;
-            within = fmaf(v, mi * mj, within);
-            cross = fmaf(v, mi * (1.f - mj) + (1.f - mi) * mj, cross);
+    const long long h = blockIdx.y, i = blockIdx.x;
+    const int j = 4 * threadIdx.x;
+    float s[4] = {0.f, 0.f, 0.f, 0.f}, within = 0.f, cross = 0.f;
+    if (i < kT && j < kT) {
+#pragma unroll 4
+        for (long long b = 0; b < kB; ++b) {
+            const float *row = gs + ((b * kHeads + h) * kT + i) * kLd;
+            float v[4];
+            if constexpr (kVec) {
+                const float4 x = *reinterpret_cast<const float4 *>(row + j);
+                v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+            }
+            const float mi = edit_region_mask[b * kT + i];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                if (j + e >= kT) break;
+                if constexpr (!kVec) v[e] = row[j + e];
+                const float mj = edit_region_mask[b * kT + j + e];
+                s[e] += v[e];
+                within = fmaf(v[e], mi * mj, within);
+                cross = fmaf(v[e], mi * (1.f - mj) + (1.f - mi) * mj, cross);
+            }
         }
     }
-    grad_edit_region_bias[(h * ea::kPos + i) * ea::kPos + j] = s;
+    *reinterpret_cast<float4 *>(&grad_edit_region_bias[(h * kPos + i) * kPos + j]) = make_float4(s[0], s[1], s[2], s[3]);
+    if (i >= kT) return; // no partial for rows past T: bias_final reads rows < T only
     within = tc::block_sum(within, scratch);
     cross = tc::block_sum(cross, scratch);
     if (threadIdx.x == 0) {
-        const long long p = (h * ea::kPos + i) * gridDim.x + blockIdx.x;
+        const long long p = h * kBlocks + i;
         partials[2 * p] = within;
         partials[2 * p + 1] = cross;
     }
@@ -40,11 +61,11 @@ extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_bias_final(const float *__restrict__ partials, float *__restrict__ grad_within_edit_bias,
                       float *__restrict__ grad_cross_edit_bias) {
     __shared__ float scratch[8];
-    const int h = blockIdx.x, per_head = ea::kPos * 4;
+    const int h = blockIdx.x;
     float w = 0.f, c = 0.f;
-    for (int p = threadIdx.x; p < per_head; p += 256) {
-        w += partials[2 * ((long long)h * per_head + p)];
-        c += partials[2 * ((long long)h * per_head + p) + 1];
+    for (int p = threadIdx.x; p < ea::kT; p += 256) { // one partial per row i < T
+        w += partials[2 * ((long long)h * ea::kBlocks + p)];
+        c += partials[2 * ((long long)h * ea::kBlocks + p) + 1];
     }
     w = tc::block_sum(w, scratch);
     c = tc::block_sum(c, scratch);
