@@ -1,0 +1,155 @@
+// Projection-product variants of templates/gemm_tc.cu against cuBLAS, on the
+// shapes of the edit-attention backward: each checked against cuBLAS in full
+// fp32 and timed (cold L2 before every launch, median, device time).
+//   nvcc -O3 -std=c++17 -arch=sm_90 bench/gemm_lab.cu -lcublas -o build/gemm_lab
+// Used to choose the tiles and fragment loads of the projection products
+// (docs/benchmarks.md); not part of the library.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <vector>
+
+#include "../templates/tc_common.cu"
+#include "../templates/gemm_tc.cu"
+
+using tc::i64;
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
+
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS, int VARIANT>
+__global__ void __launch_bounds__(WM *WN * 32) lab(const float *A, const float *B, float *C) {
+    constexpr i64 LDA = TA ? M : K, LDB = N;
+    constexpr int SPLITS = (int)((K + KS - 1) / KS);
+    float *out = SPLITS > 1 ? C + (i64)blockIdx.z * M * N : C;
+    tc::gemm<M, N, K, LDA, LDB, TA, false, 1, BM, BN, 32, WM, WN, ST, KS>(A, B, out, N, 1.f, blockIdx.z);
+}
+
+static int smem_bytes(int variant, bool ta, int bm, int bn, int st) {
+    (void)variant;
+    return st * ((ta ? 32 * (bm + 8) : bm * 36) + 32 * (bn + 8)) * 4;
+}
+
+struct Case { const char *name; int m, n, k; bool ta; };
+
+static float *flush_buf;
+static const size_t FLUSH = 256u << 20;
+
+template <class F> static float time_median(F launch, int iters) {
+    std::vector<float> ts;
+    cudaEvent_t a, b;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    for (int it = 0; it < iters + 5; ++it) {
+        CK(cudaMemsetAsync(flush_buf, it & 0xff, FLUSH));
+        cudaEventRecord(a);
+        launch();
+        cudaEventRecord(b);
+        CK(cudaEventSynchronize(b));
+        float ms;
+        cudaEventElapsedTime(&ms, a, b);
+        if (it >= 5) ts.push_back(ms * 1000.f);
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
+}
+
+// C [m, n] = op(A) B in cuBLAS's column-major terms: C^T = B^T op(A)^T.
+static void cublas_ref(cublasHandle_t h, const Case &c, const float *A, const float *B, float *C, bool tf32) {
+    const float one = 1.f, zero = 0.f;
+    cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+    // row-major A [m,k] is column-major A^T [k,m] (ld k); TA: stored [k,m] row-major = column-major [m,k] (ld m).
+    cublasSgemm(h, CUBLAS_OP_N, c.ta ? CUBLAS_OP_T : CUBLAS_OP_N, c.n, c.m, c.k, &one, B, c.n, A, c.ta ? c.m : c.k,
+                &zero, C, c.n);
+}
+
+__global__ void splitk_sum(const float *part, float *out, i64 n, int splits) {
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float s = 0.f;
+    for (int z = 0; z < splits; ++z) s += part[z * n + i];
+    out[i] = s;
+}
+
+static cublasHandle_t handle;
+static bool quick;
+static float *dA, *dB, *dC, *dRef;
+
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS, int V>
+static void run(const Case &c, double ref_us) {
+    constexpr int SPLITS = (int)((K + KS - 1) / KS);
+    auto kern = lab<M, N, K, TA, BM, BN, WM, WN, ST, KS, V>;
+    const int smem = smem_bytes(V, TA, BM, BN, ST);
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM, SPLITS);
+    CK(cudaMemset(dC, 0xff, (size_t)SPLITS * M * N * 4)); // NaN poison
+    kern<<<grid, WM * WN * 32, smem>>>(dA, dB, dC);
+    CK(cudaGetLastError());
+    if (SPLITS > 1) {
+        splitk_sum<<<(M * N + 255) / 256, 256>>>(dC, dC + (i64)SPLITS * M * N, M * N, SPLITS);
+        CK(cudaMemcpy(dC, dC + (i64)SPLITS * M * N, (size_t)M * N * 4, cudaMemcpyDeviceToDevice));
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<float> got((size_t)M * N), ref((size_t)M * N);
+    CK(cudaMemcpy(got.data(), dC, got.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ref.data(), dRef, ref.size() * 4, cudaMemcpyDeviceToHost));
+    double maxref = 0, maxerr = 0;
+    bool nan = false;
+    for (size_t i = 0; i < got.size(); ++i) {
+        maxref = std::max(maxref, (double)std::fabs(ref[i]));
+        if (!std::isfinite(got[i])) nan = true;
+        maxerr = std::max(maxerr, (double)std::fabs(got[i] - ref[i]));
+    }
+    const float us = quick ? 1.f : time_median([&] { kern<<<grid, WM * WN * 32, smem>>>(dA, dB, dC); }, 30);
+    int regs = 0;
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, kern) == cudaSuccess) regs = fa.numRegs;
+    printf("%-16s v%d %3dx%-3d %dx%d warps %d st split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  "
+           "x%.2f of cuBLAS  err/max %.2e%s\n",
+           c.name, V, BM, BN, WM, WN, ST, SPLITS, regs, smem, us, 2.0 * M * N * K / us * 1e-6, ref_us / us,
+           maxerr / maxref, nan ? "  NaN!" : "");
+    fflush(stdout);
+}
+
+template <i64 M, i64 N, i64 K, bool TA, i64 KS> static void shape(const char *name) {
+    const Case c{name, (int)M, (int)N, (int)K, TA};
+    cublas_ref(handle, c, dA, dB, dRef, false);
+    const float cub = quick ? 1.f : time_median([&] { cublas_ref(handle, c, dA, dB, dC, true); }, 30);
+    printf("%-16s cuBLAS TF32 %8.1f us  %6.1f TFLOP/s\n", name, cub, 2.0 * M * N * K / cub * 1e-6);
+    run<M, N, K, TA, 128, 128, 2, 2, 3, KS, 0>(c, cub);
+    run<M, N, K, TA, 128, 128, 2, 2, 4, KS, 0>(c, cub);
+    run<M, N, K, TA, 256, 128, 4, 2, 3, KS, 0>(c, cub);
+    run<M, N, K, TA, 128, 256, 2, 4, 3, KS, 0>(c, cub);
+    run<M, N, K, TA, 128, 128, 2, 4, 3, KS, 0>(c, cub);
+    run<M, N, K, TA, 128, 64, 2, 2, 4, KS, 0>(c, cub);
+    run<M, N, K, TA, 64, 64, 2, 2, 4, KS, 0>(c, cub);
+}
+
+int main(int argc, char **argv) {
+    (void)argv;
+    quick = argc > 1; // one shape, each kernel launched once (for the profiler)
+    const size_t maxe = (size_t)24736 * 3072;
+    CK(cudaMalloc(&dA, maxe * 4));
+    CK(cudaMalloc(&dB, maxe * 4));
+    CK(cudaMalloc(&dC, (size_t)4 * 3072 * 1024 * 4 + maxe * 4));
+    CK(cudaMalloc(&dRef, maxe * 4));
+    CK(cudaMalloc(&flush_buf, FLUSH));
+    std::vector<float> h(maxe);
+    srand(1);
+    for (auto &x : h) x = (float)rand() / RAND_MAX * 2.f - 1.f;
+    CK(cudaMemcpy(dA, h.data(), maxe * 4, cudaMemcpyHostToDevice));
+    for (auto &x : h) x = ((float)rand() / RAND_MAX * 2.f - 1.f) * 0.02f;
+    CK(cudaMemcpy(dB, h.data(), maxe * 4, cudaMemcpyHostToDevice));
+    cublasCreate(&handle);
+    // B=64, T=128: BT = 8192.
+    shape<8192, 1024, 1024, false, 1024>("grad_attn_out");
+    if (quick) return 0;
+    shape<8192, 1024, 3072, false, 3072>("grad_hidden");
+    shape<3072, 1024, 8192, true, 2048>("grad_qkv_weight");
+    shape<1024, 1024, 8192, true, 2048>("grad_out_weight");
+    // B=32, T=773: BT = 24736.
+    shape<24736, 1024, 3072, false, 3072>("grad_hidden_big");
+    shape<3072, 1024, 24736, true, 6208>("grad_qkv_w_big");
+    return 0;
+}
