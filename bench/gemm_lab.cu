@@ -18,7 +18,7 @@
 using tc::i64;
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
 
-template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS, int VARIANT>
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS>
 __global__ void __launch_bounds__(WM *WN * 32) lab(const float *A, const float *B, float *C) {
     constexpr i64 LDA = TA ? M : K, LDB = N;
     constexpr int SPLITS = (int)((K + KS - 1) / KS);
@@ -26,8 +26,7 @@ __global__ void __launch_bounds__(WM *WN * 32) lab(const float *A, const float *
     tc::gemm<M, N, K, LDA, LDB, TA, false, 1, BM, BN, 32, WM, WN, ST, KS>(A, B, out, N, 1.f, blockIdx.z);
 }
 
-static int smem_bytes(int variant, bool ta, int bm, int bn, int st) {
-    (void)variant;
+static int smem_bytes(bool ta, int bm, int bn, int st) { // as lua/edit_attention.lua's gemm_smem
     return st * ((ta ? 32 * (bm + 8) : bm * 36) + 32 * (bn + 8)) * 4;
 }
 
@@ -75,11 +74,11 @@ static cublasHandle_t handle;
 static bool quick;
 static float *dA, *dB, *dC, *dRef;
 
-template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS, int V>
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS>
 static void run(const Case &c, double ref_us) {
     constexpr int SPLITS = (int)((K + KS - 1) / KS);
-    auto kern = lab<M, N, K, TA, BM, BN, WM, WN, ST, KS, V>;
-    const int smem = smem_bytes(V, TA, BM, BN, ST);
+    auto kern = lab<M, N, K, TA, BM, BN, WM, WN, ST, KS>;
+    const int smem = smem_bytes(TA, BM, BN, ST);
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
     dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM, SPLITS);
@@ -105,9 +104,9 @@ static void run(const Case &c, double ref_us) {
     int regs = 0;
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kern) == cudaSuccess) regs = fa.numRegs;
-    printf("%-16s v%d %3dx%-3d %dx%d warps %d st split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  "
+    printf("%-16s %3dx%-3d %dx%d warps %d st split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  "
            "x%.2f of cuBLAS  err/max %.2e%s\n",
-           c.name, V, BM, BN, WM, WN, ST, SPLITS, regs, smem, us, 2.0 * M * N * K / us * 1e-6, ref_us / us,
+           c.name, BM, BN, WM, WN, ST, SPLITS, regs, smem, us, 2.0 * M * N * K / us * 1e-6, ref_us / us,
            maxerr / maxref, nan ? "  NaN!" : "");
     fflush(stdout);
 }
@@ -117,13 +116,13 @@ template <i64 M, i64 N, i64 K, bool TA, i64 KS> static void shape(const char *na
     cublas_ref(handle, c, dA, dB, dRef, false);
     const float cub = quick ? 1.f : time_median([&] { cublas_ref(handle, c, dA, dB, dC, true); }, 30);
     printf("%-16s cuBLAS TF32 %8.1f us  %6.1f TFLOP/s\n", name, cub, 2.0 * M * N * K / cub * 1e-6);
-    run<M, N, K, TA, 128, 128, 2, 2, 3, KS, 0>(c, cub);
-    run<M, N, K, TA, 128, 128, 2, 2, 4, KS, 0>(c, cub);
-    run<M, N, K, TA, 256, 128, 4, 2, 3, KS, 0>(c, cub);
-    run<M, N, K, TA, 128, 256, 2, 4, 3, KS, 0>(c, cub);
-    run<M, N, K, TA, 128, 128, 2, 4, 3, KS, 0>(c, cub);
-    run<M, N, K, TA, 128, 64, 2, 2, 4, KS, 0>(c, cub);
-    run<M, N, K, TA, 64, 64, 2, 2, 4, KS, 0>(c, cub);
+    run<M, N, K, TA, 128, 128, 2, 2, 3, KS>(c, cub);
+    run<M, N, K, TA, 128, 128, 2, 2, 4, KS>(c, cub);
+    run<M, N, K, TA, 256, 128, 4, 2, 3, KS>(c, cub);
+    run<M, N, K, TA, 128, 256, 2, 4, 3, KS>(c, cub);
+    run<M, N, K, TA, 128, 128, 2, 4, 3, KS>(c, cub);
+    run<M, N, K, TA, 128, 64, 2, 2, 4, KS>(c, cub);
+    run<M, N, K, TA, 64, 64, 2, 2, 4, KS>(c, cub);
 }
 
 int main(int argc, char **argv) {
