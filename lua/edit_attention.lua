@@ -174,6 +174,12 @@ local function new_plan(shape, t)
              { x, p.wsp("colpart"), "i64:" .. rows, "i32:" .. cols })
     p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp("colpart"), out, "i32:" .. cols })
   end
+  -- The edit-bias gradients from gS (templates/edit_attention_bwd.cu): one
+  -- bias_grads block per (row, head), then one bias_final block per head.
+  function p.bias_sums(gs)
+    p.kernel("bias_grads", { POS, H, 1 }, { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart") })
+    p.kernel("bias_final", { H, 1, 1 }, { p.wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  end
   function p.finish(arch, align)
     local first = p.launches[1]
     return {
@@ -266,9 +272,7 @@ local function plan_fused(shape, t, arch)
   if t.gs_store == 0 then
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   else
-    p.kernel("bias_grads", { POS, H, 1 }, { wsp("gs"), "in:edit_region_mask", "out:grad_edit_region_bias",
-                                                    wsp("biaspart") })
-    p.kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    p.bias_sums(wsp("gs"))
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local c = GEMM_CONFIGS[3]
     local kname = p.prefix .. "_grad_query"
@@ -332,9 +336,7 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gA"), b = "in:value", c = wsp("gS") })
   p.kernel("grad_scores", { B * H * T, 1, 1 },
          { wsp("gS"), "in:attention_probs", "in:attention_probs_dropped", "in:attention_mask" })
-  p.kernel("bias_grads", { POS, H, 1 }, { wsp("gS"), "in:edit_region_mask", "out:grad_edit_region_bias",
-                                                  wsp("biaspart") })
-  p.kernel("bias_final", { H, 1, 1 }, { wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  p.bias_sums(wsp("gS"))
   gemm("grad_query", { comment = "gQ = scale * gS [T,T] @ k_h [T,64], into grad_qkv[:, 0:1024]",
     m = T, n = D, k = T, lda = T, ldb = D, ldc = QKV, ta = false, tb = false, inner = H, batches = B * H,
     sa1 = H * T * T, sa0 = T * T, sb1 = H * T * D, sb0 = T * D, sc1 = T * QKV, sc0 = D,

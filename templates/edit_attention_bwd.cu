@@ -13,7 +13,6 @@ constexpr int kHeads = 16, kPos = 1024;
 // columns, written as one 16-byte store. The output is 64 MiB whatever T is;
 // rows and columns past T are only written.
 namespace ea {
-constexpr int kBlocks = kPos;       // blocks (rows) per head
 constexpr bool kVec = kLd % 4 == 0; // gS rows 16-byte aligned
 } // namespace ea
 extern "C" __global__ void __launch_bounds__(256)
@@ -50,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(256)
     within = tc::block_sum(within, scratch);
     cross = tc::block_sum(cross, scratch);
     if (threadIdx.x == 0) {
-        const long long p = h * kBlocks + i;
+        const long long p = h * kPos + i;
         partials[2 * p] = within;
         partials[2 * p + 1] = cross;
     }
@@ -64,8 +63,8 @@ extern "C" __global__ void __launch_bounds__(256)
     const int h = blockIdx.x;
     float w = 0.f, c = 0.f;
     for (int p = threadIdx.x; p < ea::kT; p += 256) { // one partial per row i < T
-        w += partials[2 * ((long long)h * ea::kBlocks + p)];
-        c += partials[2 * ((long long)h * ea::kBlocks + p) + 1];
+        w += partials[2 * ((long long)h * ea::kPos + p)];
+        c += partials[2 * ((long long)h * ea::kPos + p) + 1];
     }
     w = tc::block_sum(w, scratch);
     c = tc::block_sum(c, scratch);

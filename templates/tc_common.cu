@@ -129,36 +129,25 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 // column c0 into shared memory (row stride lds), 16 bytes per copy among NT
 // threads; rows at or past rend and columns at or past cend read as zeros.
 // COLS, c0 and cend are multiples of 4 (the caller's alignment contract).
-// The passes are unrolled and, when NT is a multiple of a row's chunks, each
-// thread keeps one column, so a copy costs a bound check and the cp.async:
-// the address math is done once (a generic loop here cost more instructions
-// than the products it fed).
+// The passes are unrolled and each thread keeps one column (NT is a multiple
+// of a row's chunks), so a copy costs a bound check and the cp.async: the
+// address math is done once (a generic loop here cost more instructions than
+// the products it fed).
 template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void copy_tile(float *dst, int lds, const float *src, i64 ld, i64 r0, i64 c0, i64 rend,
                                           i64 cend) {
     constexpr int CPR = COLS / 4, CHUNKS = ROWS * CPR, PASSES = (CHUNKS + NT - 1) / NT;
-    if constexpr (NT % CPR == 0) {
-        constexpr int RS = NT / CPR; // rows between one pass and the next
-        const int rt = threadIdx.x / CPR, col = 4 * (threadIdx.x % CPR);
-        const bool col_ok = c0 + col < cend;
-        const float *s = src + (r0 + rt) * ld + c0 + col;
+    static_assert(NT % CPR == 0, "threads must cover whole rows of 16-byte chunks");
+    constexpr int RS = NT / CPR; // rows between one pass and the next
+    const int rt = threadIdx.x / CPR, col = 4 * (threadIdx.x % CPR);
+    const bool col_ok = c0 + col < cend;
+    const float *s = src + (r0 + rt) * ld + c0 + col;
 #pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-            const int r = rt + p * RS;
-            if (CHUNKS % NT != 0 && r >= ROWS) break;
-            const bool ok = col_ok && r0 + r < rend;
-            cp_async16(&dst[r * lds + col], ok ? s + p * RS * ld : src, ok);
-        }
-    } else {
-#pragma unroll
-        for (int p = 0; p < PASSES; ++p) {
-            const int c = threadIdx.x + p * NT;
-            if (CHUNKS % NT != 0 && c >= CHUNKS) break;
-            const int r = c / CPR, col = 4 * (c % CPR);
-            const i64 gr = r0 + r, gc = c0 + col;
-            const bool ok = gr < rend && gc < cend;
-            cp_async16(&dst[r * lds + col], ok ? src + gr * ld + gc : src, ok);
-        }
+    for (int p = 0; p < PASSES; ++p) {
+        const int r = rt + p * RS;
+        if (CHUNKS % NT != 0 && r >= ROWS) break;
+        const bool ok = col_ok && r0 + r < rend;
+        cp_async16(&dst[r * lds + col], ok ? s + p * RS * ld : src, ok);
     }
 }
 
