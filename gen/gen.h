@@ -23,6 +23,8 @@ typedef struct kernel_plan {
     unsigned grid[3], block[3];
     unsigned shared_bytes;
     unsigned align;       /* byte alignment the kernel's fp32 pointers need (masks: align / 4) */
+    char compile_arch[16]; /* NVRTC's target when the source needs more than the device's arch
+                              ("sm_90a" for wgmma); "" means the context's arch */
     plan_launch *launches; /* NULL for a single-kernel plan (the fields above) */
     int n_launches;
     size_t workspace_bytes;

@@ -150,7 +150,7 @@ static attnbwd_status read_launches(lua_State *L, int t, kernel_plan *p) {
     return s;
 }
 
-static attnbwd_status read_plan(lua_State *L, int t, kernel_plan *p) {
+static attnbwd_status read_plan(lua_State *L, int t, const char *arch, kernel_plan *p) {
     memset(p, 0, sizeof *p);
     p->name = dup_field(L, t, "name");
     p->source = dup_field(L, t, "source");
@@ -175,7 +175,18 @@ static attnbwd_status read_plan(lua_State *L, int t, kernel_plan *p) {
     if (!isnum || (al != 4 && al != 8 && al != 16))
         return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned align other than 4, 8 or 16");
     p->align = (unsigned)al;
-    return read_launches(L, t, p);
+    /* The architecture-specific variant of the context's arch ("sm_90" -> "sm_90a"), nothing else:
+     * a script cannot make the library build for another GPU than the one it runs on. */
+    lua_getfield(L, t, "compile_arch");
+    const char *ca = lua_tostring(L, -1);
+    attnbwd_status s = ATTNBWD_OK;
+    if (ca && (strlen(ca) != strlen(arch) + 1 || strncmp(ca, arch, strlen(arch)) != 0 || ca[strlen(arch)] != 'a'))
+        s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned compile_arch \"%s\"; only \"%sa\" may stand for %s", ca, arch,
+                    arch);
+    else if (ca)
+        snprintf(p->compile_arch, sizeof p->compile_arch, "%s", ca);
+    lua_pop(L, 1);
+    return s == ATTNBWD_OK ? read_launches(L, t, p) : s;
 }
 
 attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *arch,
@@ -194,7 +205,7 @@ attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *ar
     }
     if (s == ATTNBWD_OK) {
         if (lua_istable(L, -2))
-            s = read_plan(L, lua_gettop(L) - 1, out);
+            s = read_plan(L, lua_gettop(L) - 1, arch, out);
         else
             s = err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s",
                         lua_tostring(L, -1) ? lua_tostring(L, -1) : "plan() refused the shape");

@@ -51,11 +51,16 @@ local function attention_smem(bj, gs_store)
   return floats * 4
 end
 
+-- Hopper's warpgroup MMA (wgmma) needs the arch-specific target sm_90a, so
+-- only the sm_90 devices (H100, H200) get it; nil arch: the H200's.
+local function wgmma_arch(arch) return arch == nil or arch == "sm_90" end
+
 function M.heuristic(shape, arch)
   local B, T = shape.batch, shape.seq_len
   -- Keys per attention block: 64 unless that leaves the SMs short of two blocks each.
   local bj = (ceil_div(T, 64) * B * H < 2 * SMS) and 32 or 64
-  local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1 }
+  local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1,
+              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0 }
   -- A device with less shared memory: smaller key blocks, else the first sequence (no big tiles).
   local limit = smem_limit(arch)
   local function fits(bj) return attention_smem(bj, 1) + 8 * bj + 32 <= limit end
@@ -75,6 +80,11 @@ function M.validate(shape, t, arch)
   if t.fused ~= 0 and t.fused ~= 1 then return "fused must be 0 or 1" end
   if t.bj ~= 32 and t.bj ~= 64 then return "bj (keys per attention block) must be 32 or 64" end
   if t.gs_store ~= 0 and t.gs_store ~= 1 then return "gs_store must be 0 or 1" end
+  if t.wg ~= 0 and t.wg ~= 1 then return "wg must be 0 or 1" end
+  if t.wg == 1 and (t.precision ~= 0 or t.fused ~= 1) then
+    return "wg=1 (wgmma products) is for precision 0 (tf32) with fused=1"
+  end
+  if t.wg == 1 and not wgmma_arch(arch) then return "wg=1 needs sm_90 (wgmma); " .. arch .. " has none" end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
@@ -98,15 +108,17 @@ function M.candidates(shape)
       out[#out + 1] = t
     end
   end
-  for _, store in ipairs { 1, 0 } do
-    for _, bj in ipairs { 32, 64 } do
-      local t = M.heuristic(shape)
-      t.bj, t.gs_store = bj, store
-      add(t)
+  for _, wg in ipairs { first.wg, 0 } do
+    for _, store in ipairs { 1, 0 } do
+      for _, bj in ipairs { 32, 64 } do
+        local t = M.heuristic(shape)
+        t.bj, t.gs_store, t.wg = bj, store, wg
+        add(t)
+      end
     end
   end
   local legacy = M.heuristic(shape)
-  legacy.fused = 0
+  legacy.fused, legacy.wg = 0, 0
   add(legacy)
   return out
 end
@@ -144,7 +156,44 @@ function M.choose_gemm(m, n, k, ta, tb, limit)
         local block_time = 2 * c.bm * c.bn * kslice / (c.eff * 1.5e12 / c.per_sm)
         local time = waves * block_time + (splits > 1 and (2 * splits + 1) * m * n * 4 / 3e12 + 3e-6 or 0)
         if not best_time or time < best_time then
-          best, best_time = { config = c, splits = splits, kslice = kslice }, time
+          best, best_time = { config = c, splits = splits, kslice = kslice, time = time }, time
+        end
+      end
+    end
+  end
+  return best
+end
+
+-- wgmma product tiles (templates/gemm_wg.cu): BM/64 warpgroups, BN columns,
+-- STAGES k tiles of 32 in shared memory. `rate`: FLOP/s per SM in the units
+-- of choose_gemm's model, from bench/gemm_lab.cu on the H200 (B=64,T=128 and
+-- B=32,T=773 products): 128x256 reached 229-283 TFLOP/s, the others 193-236,
+-- where the mma.sync 128x128 tile the model rates at 198 reached 135-185.
+local WG_CONFIGS = {
+  { bm = 128, bn = 256, stages = 4, rate = 2.4e12 },
+  { bm = 64, bn = 256, stages = 5, rate = 1.95e12 },
+  { bm = 128, bn = 128, stages = 6, rate = 1.95e12 },
+  { bm = 256, bn = 128, stages = 4, rate = 1.95e12 },
+}
+local function wg_smem(c, ta)
+  local a = ta and GEMM_BK * (c.bm + 8) or c.bm * (GEMM_BK + 4)
+  return c.stages * (a + c.bn * GEMM_BK) * 4 + 1024 -- 1 KiB to align the swizzled tiles
+end
+
+-- The wgmma tiles and K split of one product with the least modelled time,
+-- as choose_gemm's model (one block per SM).
+function M.choose_wg(m, n, k, ta, limit)
+  local best
+  for _, c in ipairs(WG_CONFIGS) do
+    for _, s in ipairs(wg_smem(c, ta) > limit and {} or SPLITS) do
+      local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
+      local splits = ceil_div(k, kslice)
+      if splits == s and (s == 1 or kslice >= 4 * GEMM_BK) then
+        local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * splits
+        local time = ceil_div(blocks, SMS) * 2 * c.bm * c.bn * kslice / c.rate +
+                     (splits > 1 and (2 * splits + 1) * m * n * 4 / 3e12 + 3e-6 or 0)
+        if not best or time < best.time then
+          best = { config = c, splits = splits, kslice = kslice, time = time, wg = true }
         end
       end
     end
@@ -215,9 +264,21 @@ local function plan_fused(shape, t, arch)
       m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
       a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight" },
   }
-  local split_floats = 0
+  -- Each product on mma.sync, or (wg = 1) on wgmma with B transposed into
+  -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
+  -- to TF32): whichever the model says is faster, the transpose included.
+  local split_floats, tb_floats = 0, 0
   for _, g in ipairs(products) do
     g.choice = M.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch))
+    if t.wg == 1 and not g.tb then
+      local kp = ceil_div(g.k, 4) * 4
+      local w = M.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch))
+      w.time = w.time + 2 * g.n * g.k * 4 / 2.6e12 + 9e-6 -- the transpose, as measured (2.6 TB/s, 12 us at 4 MB)
+      if w.time < g.choice.time then
+        g.choice, g.kp = w, kp
+        tb_floats = math.max(tb_floats, g.n * kp)
+      end
+    end
     if g.choice.splits > 1 then split_floats = math.max(split_floats, g.choice.splits * g.m * g.n) end
   end
 
@@ -232,21 +293,45 @@ local function plan_fused(shape, t, arch)
   p.reserve("biaspart", H * POS * 2)
   p.reserve("colpart", COL_SPLIT * QKV)
   p.reserve("splitk", split_floats)
+  p.reserve("tB", tb_floats) -- B of the wgmma products, transposed; reused product after product
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
 
+  local any_wg = false
+  for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
   p.render("tc_common.cu", {})
   p.render("gemm_tc.cu", {})
+  if any_wg then
+    p.render("gemm_wg.cu", {})
+    p.render("transpose.cu", { PREFIX = p.prefix })
+  end
+  -- src [rows, cols] -> region [cols, ldd], zero-padded (templates/transpose.cu).
+  local function transpose(src, region, rows, cols, ldd)
+    p.kernel("transpose", { ceil_div(ldd, 64), ceil_div(cols, 64), 1 },
+             { src, wsp(region), "i64:" .. rows, "i32:" .. cols, "i64:" .. ldd })
+  end
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
     local split = g.choice.splits > 1
-    p.render("gemm_tc_kernel.cu", {
-      NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
-      TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
-      WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
-    })
-    p.kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
-             { bind(g.a), bind(g.b), split and wsp("splitk") or bind(g.c), "f32:one" },
-             { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
+    if g.choice.wg then
+      transpose(bind(g.b), "tB", g.k, g.n, g.kp)
+      p.render("gemm_wg_kernel.cu", {
+        NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
+        LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,
+        SPLITS = g.choice.splits,
+      })
+      p.kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
+               { bind(g.a), wsp("tB"), split and wsp("splitk") or bind(g.c), "f32:one" }, { c.bm // 64 * 128, 1, 1 },
+               wg_smem(c, g.ta))
+    else
+      p.render("gemm_tc_kernel.cu", {
+        NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
+        TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
+        WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
+      })
+      p.kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
+               { bind(g.a), bind(g.b), split and wsp("splitk") or bind(g.c), "f32:one" },
+               { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
+    end
     if split then
       p.render("splitk_reduce_kernel.cu", {
         NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
@@ -296,7 +381,9 @@ local function plan_fused(shape, t, arch)
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })
   end
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT })
-  return p.finish(arch, 16) -- cp.async reads 16 bytes at a time
+  local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
+  if any_wg then plan.compile_arch = (arch or "sm_90") .. "a" end
+  return plan
 end
 
 local function plan_sequence(shape, t, arch)

@@ -249,7 +249,7 @@ static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const
         return ATTNBWD_OK;
     }
     nvrtc_result r;
-    attnbwd_status s = nvrtc_compile(k->plan.source, k->plan.name, ctx->arch, &r);
+    attnbwd_status s = nvrtc_compile(k->plan.source, k->plan.name, k->arch, &r);
     if (s == ATTNBWD_OK) {
         k->cubin = r.cubin;
         k->cubin_len = r.cubin_len;
@@ -271,13 +271,15 @@ static attnbwd_status build_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape,
     k->ctx = ctx;
     k->shape = *shape;
     pthread_mutex_init(&k->load_mu, NULL);
-    snprintf(k->arch, sizeof k->arch, "%s", ctx->arch);
     char *manifest = NULL;
     char options[512];
-    nvrtc_options_string(ctx->arch, options, sizeof options);
     attnbwd_status s = ATTNBWD_OK;
     if (override && !(k->override = strdup(override))) s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
     if (s == ATTNBWD_OK) s = gen_plan(ctx->gen, shape, ctx->arch, override, &k->plan);
+    /* The plan may ask for the arch-specific target (sm_90a for wgmma); the
+     * options, and so the manifest and cache key, say which. */
+    snprintf(k->arch, sizeof k->arch, "%s", k->plan.compile_arch[0] ? k->plan.compile_arch : ctx->arch);
+    nvrtc_options_string(k->arch, options, sizeof options);
     if (s == ATTNBWD_OK && !(manifest = make_manifest(ctx, &k->plan, options)))
         s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
     if (s == ATTNBWD_OK) {

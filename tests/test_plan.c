@@ -185,6 +185,24 @@ static void edit_attention_plans(void **state) {
                 }
             }
             assert_int_equal(attention, fused);
+            /* wgmma products read B transposed: each transpose feeds the product
+             * right after it, its [cols, ldd] region lies inside the workspace,
+             * and only such a plan asks NVRTC for sm_90a. */
+            int transposes = 0;
+            for (int l = 0; l < p.n_launches; ++l) {
+                const plan_launch *x = &p.launches[l];
+                if (!strstr(x->name, "_transpose")) continue;
+                transposes++;
+                assert_true(l + 1 < p.n_launches && x->n_args == 5);
+                assert_non_null(strstr(p.launches[l + 1].name, "_grad_"));
+                assert_string_equal(p.launches[l + 1].args[1], x->args[1]);
+                const unsigned long long off = strtoull(x->args[1] + 3, NULL, 10);
+                const unsigned long long cols = strtoull(x->args[3] + 4, NULL, 10);
+                const unsigned long long ldd = strtoull(x->args[4] + 4, NULL, 10);
+                assert_true(ldd % 4 == 0 && off + 4 * cols * ldd <= p.workspace_bytes);
+            }
+            assert_string_equal(p.compile_arch, transposes ? "sm_90a" : "");
+            if (transposes) assert_non_null(strstr(p.tiles, "wg=1"));
             /* The four projection products, and gQ from the stored gS. */
             assert_int_equal(gemms, fused ? (strstr(p.tiles, "gs_store=1") ? 5 : 4) : 0);
             assert_int_equal(p.align, fused ? 16 : 4);
@@ -226,6 +244,19 @@ static void edit_attention_fits_smaller_devices(void **state) {
     kernel_plan p;
     assert_int_equal(gen_plan(g, &s, "sm_75", NULL, &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "sm_80 or newer"));
+    /* wgmma is Hopper's: other architectures and other precisions keep mma.sync. */
+    for (size_t a = 0; a < 3; ++a) {
+        assert_int_equal(gen_plan(g, &s, archs[a].arch, NULL, &p), ATTNBWD_OK);
+        assert_non_null(strstr(p.tiles, "wg=0"));
+        assert_string_equal(p.compile_arch, "");
+        kernel_plan_free(&p);
+    }
+    assert_int_equal(gen_plan(g, &s, "sm_80", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "wg=1 needs sm_90"));
+    attnbwd_shape fp32 = s;
+    fp32.precision = ATTNBWD_PRECISION_FP32;
+    assert_int_equal(gen_plan(g, &fp32, "sm_90", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "for precision 0 (tf32)"));
     /* bj=64 does not fit sm_86's 99 KiB: refused with the numbers, not left to fail at load. */
     assert_int_equal(gen_plan(g, &s, "sm_86", "bj=64", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "bytes of shared memory"));

@@ -1,0 +1,180 @@
+// Projection products on Hopper's warpgroup tensor cores (wgmma, sm_90a),
+// TF32: C = alpha * op(A) @ B^T, op(A) [M, K] (TA: A stored [K, M]), B [N, K]
+// row-major (K contiguous: TF32 wgmma reads B from shared memory only
+// K-major, so the plan transposes B into the workspace first, rounded to TF32
+// there, templates/transpose.cu), C [M, N] row-major (ldc).
+//
+// A block of BM/64 warpgroups computes BM x BN outputs over one slice of K
+// (`split`, KSPLIT columns): warpgroup w owns rows 64w..64w+63 and all BN
+// columns, one m64n128k8 wgmma per 128 columns and 8 k. B tiles of 32 k (128
+// bytes a row) sit in shared memory in the 128-byte swizzle the descriptor
+// names: row r's 16-byte chunk c at chunk c ^ (r % 8), rows 128 bytes apart,
+// so a k step of 8 is the descriptor's address plus 32 bytes. A tiles keep
+// the padded layouts of gemm_tc.cu and go to the wgmmas from registers, each
+// thread's fragment read and rounded to TF32 as mma.sync's: so A may be
+// stored either way and needs no rounded copy. A STAGES-deep cp.async ring
+// feeds both; one wgmma group stays in flight while the next tile's loads
+// are issued, and its A registers are the other of two sets.
+// Contract (the plan checks it): K and the leading dimensions multiples of 4,
+// pointers 16-byte aligned; rows past M or N and k past K read as zeros.
+namespace tc {
+
+// Shared-memory descriptor of a K-major tile in the 128-byte swizzle: start
+// address, leading offset unused (1), 1024 bytes between groups of 8 rows.
+__device__ __forceinline__ unsigned long long wg_desc(const float *tile) {
+    const unsigned addr = (unsigned)__cvta_generic_to_shared(tile);
+    return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// Makes this thread's cp.async writes to shared memory visible to wgmma (the async proxy).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// d[64] += A (64 x 8, this warp's rows 16q..16q+15 in registers a, laid out
+// as mma.sync m16n8k8's A fragment) @ B (8 x 128, descriptor b), TF32, fp32
+// accumulation. d[4j..4j+3] of warp q, lane (g, t): rows 16q+g, 16q+g+8,
+// columns 8j+2t, 8j+2t+1 (as mma.sync's m16n8 fragments).
+__device__ __forceinline__ void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// ROWS x 32 floats of a row-major matrix (from row r0, column k0) into a
+// 128-byte-swizzled tile, 16 bytes per cp.async among NT threads. A thread
+// keeps one chunk column, and its rows step by NT/8 (a multiple of 8), so its
+// swizzled column is fixed too.
+template <int ROWS, int NT>
+__device__ __forceinline__ void copy_tile_sw128(float *dst, const float *src, i64 ld, i64 r0, i64 k0, i64 rend,
+                                                i64 kend) {
+    constexpr int RS = NT / 8, PASSES = ROWS / RS;
+    static_assert(RS % 8 == 0 && ROWS % RS == 0, "whole passes of 8-row groups");
+    const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
+    const int col = 4 * (c ^ (rt % 8));
+    const bool k_ok = k0 + 4 * c < kend;
+    const float *s = src + (r0 + rt) * ld + k0 + 4 * c;
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        const int r = rt + p * RS;
+        const bool ok = k_ok && r0 + r < rend;
+        cp_async16(&dst[r * 32 + col], ok ? s + (i64)p * RS * ld : src, ok);
+    }
+}
+
+template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT>
+__device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float *__restrict__ B,
+                                        float *__restrict__ C, i64 ldc, float alpha, int split) {
+    constexpr int NT = BM / 64 * 128, NH = BN / 128;
+    // B first in each stage: every tile size here is a multiple of 1024 bytes,
+    // so each B tile starts where the swizzle pattern does.
+    constexpr int A_LD = TA ? BM + 8 : 36, A_SIZE = TA ? 32 * A_LD : BM * A_LD;
+    constexpr int B_SIZE = BN * 32, STAGE = A_SIZE + B_SIZE;
+    static_assert(BM % 64 == 0 && BN % 128 == 0 && STAGES >= 3 && KSPLIT % 32 == 0, "wgmma tiles");
+    static_assert(A_SIZE % 256 == 0, "stages of whole 1024-byte blocks");
+    extern __shared__ float4 smem4[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
+    float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw % 1024) % 1024) / 4; // launch asks 1 KiB more
+
+    const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
+    const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
+    const int ktiles = (int)((kend - kbeg + 31) / 32);
+    const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wrow = wg * 64 + (threadIdx.x % 128) / 32 * 16; // this warp's 16 rows of the block tile
+
+    auto load = [&](int stage, int kt) {
+        float *Bs = smem + stage * STAGE, *As = Bs + B_SIZE;
+        const i64 k0 = kbeg + (i64)kt * 32;
+        copy_tile_sw128<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
+        if constexpr (TA) copy_tile<32, BM, NT>(As, A_LD, A, LDA, k0, m0, kend, M);
+        else copy_tile<BM, 32, NT>(As, A_LD, A, LDA, m0, k0, M, kend);
+    };
+
+    float acc[NH][64];
+#pragma unroll
+    for (int h = 0; h < NH; ++h)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) acc[h][i] = 0.f;
+    unsigned af[2][4][4]; // A fragments of 4 k steps; the set of tile kt-1 may still be read
+
+    // One k tile: tiles kt+1 .. kt+STAGES-2 load while its wgmmas run; the
+    // stage of tile kt-1 is still being read by the group left in flight.
+    auto step = [&](int kt, unsigned (&a)[4][4]) {
+        cp_async_wait<STAGES - 3>();
+        fence_async_shared();
+        __syncthreads(); // tile kt is in place for everyone; tile kt-2's wgmmas are done in every warpgroup
+        if (kt + STAGES - 2 < ktiles) load((kt + STAGES - 2) % STAGES, kt + STAGES - 2);
+        cp_async_commit();
+        const float *Bs = smem + (kt % STAGES) * STAGE, *As = Bs + B_SIZE;
+        auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            const int k = 8 * s + t;
+            a[s][0] = to_tf32(at(g, k));
+            a[s][1] = to_tf32(at(g + 8, k));
+            a[s][2] = to_tf32(at(g, k + 4));
+            a[s][3] = to_tf32(at(g + 8, k + 4));
+        }
+        // Pin the fragments before the fence: the compiler would otherwise sink
+        // the rounding adds between the wgmmas, which makes ptxas serialize them.
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[s][i])::"memory");
+        wg_fence();
+#pragma unroll
+        for (int s = 0; s < 4; ++s)
+#pragma unroll
+            for (int h = 0; h < NH; ++h) wgmma_n128_tf32(acc[h], a[s], wg_desc(Bs + h * 128 * 32 + 8 * s));
+        wg_commit();
+        wg_wait<1>();
+    };
+
+#pragma unroll
+    for (int s = 0; s < STAGES - 2; ++s) {
+        if (s < ktiles) load(s, s);
+        cp_async_commit();
+    }
+    int kt = 0;
+    for (; kt + 1 < ktiles; kt += 2) {
+        step(kt, af[0]);
+        step(kt + 1, af[1]);
+    }
+    if (kt < ktiles) step(kt, af[0]);
+    wg_wait<0>();
+    cp_async_wait<0>();
+
+    const i64 r = m0 + wrow + g;
+#pragma unroll
+    for (int h = 0; h < NH; ++h)
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const i64 c = n0 + 128 * h + 8 * j + 2 * t;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const i64 rr = r + 8 * e;
+                if (rr >= M) continue;
+                const float x = alpha * acc[h][4 * j + 2 * e], y = alpha * acc[h][4 * j + 2 * e + 1];
+                if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);
+                else if (c < N) C[rr * ldc + c] = x;
+            }
+        }
+}
+} // namespace tc
