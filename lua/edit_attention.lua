@@ -375,8 +375,12 @@ local function plan_fused(shape, t, arch)
   gemm(products[4])
   p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
+  -- Two attention blocks per SM where two fit (each also holds 1 KiB the
+  -- system reserves); the kernel then keeps to 128 registers.
+  local att_bytes = attention_smem(t.bj, t.gs_store) + 8 * t.bj + 32 + 1024
   p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
-                                   STORE_GS = t.gs_store, GS_LD = T4 })
+                                   STORE_GS = t.gs_store, GS_LD = T4,
+                                   MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1 })
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })
   end

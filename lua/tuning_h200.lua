@@ -36,5 +36,10 @@ return {
       "block=512 head_fastest=1 in_registers=1 threads_per_row=32 unroll=4 vec=4", -- 60.14 us; heuristic of the time 62.83 us
     ["softmax_dropout_bwd B=4 H=8 T=512 dropout=1"] =
       "block=256 head_fastest=1 in_registers=1 threads_per_row=64 unroll=4 vec=4", -- 31.89 us; heuristic of the time 33.31 us
+    -- Problem 2: `attnbwd check --time` of the whole backward with bj=32 against the
+    -- heuristic's bj=64 (2026-12-02, wgmma products; an entry where bj=32 won by 2% or more).
+    ["edit_attention_bwd B=4 H=16 T=288 dropout=1"] = "bj=32", -- 331.98 us; heuristic 345.42 us
+    ["edit_attention_bwd B=16 H=16 T=211 dropout=1"] = "bj=32", -- 629.12 us; heuristic 643.22 us
+    ["edit_attention_bwd B=16 H=16 T=691 dropout=1"] = "bj=32", -- 2637.87 us; heuristic 2731.79 us
   },
 }

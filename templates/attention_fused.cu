@@ -38,9 +38,11 @@ constexpr int OFF_V = 0, OFF_Q = OFF_V + BJ * LD_V, OFF_GA = OFF_Q + 2 * BI * LD
 } // namespace fa
 
 // grid (NJ, B*16), 256 threads, fa::SMEM_FLOATS * 4 bytes of dynamic shared
-// memory. One block per SM, its global loads a step ahead of its products.
+// memory; its global loads run a step ahead of its products. {{MIN_BLOCKS}}
+// block(s) per SM: two where the shared memory allows (bj = 32), for the
+// latency of one block's barriers and loads to hide behind the other's work.
 static_assert(fa::SMEM_FLOATS * 4 + 1024 + 512 <= 227 * 1024, "shared memory");
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
 {{PREFIX}}_attention(const float *__restrict__ gA, const float *__restrict__ rowdot,
                      const float *__restrict__ query, const float *__restrict__ key, const float *__restrict__ value,
                      const float *__restrict__ probs, const float *__restrict__ probs_dropped,

@@ -405,6 +405,18 @@ static void tuning_tables(void **state) {
     setenv("ATTNBWD_GPU_MODEL", "NVIDIA H200", 1);
     ctx = test_open(NULL, &lc);
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "block=512 head_fastest=0")); /* shipped entry */
+    /* Problem 2's shipped entries: B=4,T=288 measured faster with 32 keys per attention block. */
+    attnbwd_shape edit = {ATTNBWD_EDIT_ATTENTION_BWD, 4, 16, 288, 1, 0};
+    char *src = NULL, *tiles = NULL;
+    assert_int_equal(attnbwd_generate(ctx, &edit, &src, &tiles), ATTNBWD_OK);
+    assert_non_null(strstr(tiles, "bj=32"));
+    attnbwd_free(src);
+    attnbwd_free(tiles);
+    edit.batch = 5; /* no entry: the heuristic's 64 keys */
+    assert_int_equal(attnbwd_generate(ctx, &edit, &src, &tiles), ATTNBWD_OK);
+    assert_non_null(strstr(tiles, "bj=64"));
+    attnbwd_free(src);
+    attnbwd_free(tiles);
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
