@@ -1,7 +1,8 @@
 // Projection-product variants of templates/gemm_tc.cu against cuBLAS, on the
 // shapes of the edit-attention backward: each checked against cuBLAS in full
 // fp32 and timed (cold L2 before every launch, median, device time).
-//   nvcc -O3 -std=c++17 -arch=sm_90 bench/gemm_lab.cu -lcublas -o build/gemm_lab
+//   sed 's/{{PREFIX}}/lab/' templates/transpose.cu > build/lab_transpose.inc
+//   nvcc -O3 -std=c++17 -arch=sm_90a -Ibuild bench/gemm_lab.cu -lcublas -o build/gemm_lab
 // Used to choose the tiles and fragment loads of the projection products
 // (docs/benchmarks.md); not part of the library.
 #include <algorithm>
@@ -14,6 +15,8 @@
 
 #include "../templates/tc_common.cu"
 #include "../templates/gemm_tc.cu"
+#include "../templates/gemm_wg.cu"
+#include "lab_transpose.inc" // templates/transpose.cu with {{PREFIX}} = lab (see the build line)
 
 using tc::i64;
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e_), __LINE__); exit(1); } } while (0)
@@ -24,6 +27,14 @@ __global__ void __launch_bounds__(WM *WN * 32) lab(const float *A, const float *
     constexpr int SPLITS = (int)((K + KS - 1) / KS);
     float *out = SPLITS > 1 ? C + (i64)blockIdx.z * M * N : C;
     tc::gemm<M, N, K, LDA, LDB, TA, false, 1, BM, BN, 32, WM, WN, ST, KS>(A, B, out, N, 1.f, blockIdx.z);
+}
+
+// wgmma: op(A) as stored, B [N, K] (K-major, as transposed by the plan).
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int ST, i64 KS>
+__global__ void __launch_bounds__(BM / 64 * 128, 1) lab_wg(const float *A, const float *B, float *C) {
+    constexpr int SPLITS = (int)((K + KS - 1) / KS);
+    float *out = SPLITS > 1 ? C + (i64)blockIdx.z * M * N : C;
+    tc::gemm_wg<M, N, K, TA ? M : K, K, TA, BM, BN, ST, KS>(A, B, out, N, 1.f, blockIdx.z);
 }
 
 static int smem_bytes(bool ta, int bm, int bn, int st) { // as lua/edit_attention.lua's gemm_smem
@@ -111,18 +122,69 @@ static void run(const Case &c, double ref_us) {
     fflush(stdout);
 }
 
+static float *dBt; // B K-major: B^T as [N, K], rounded to TF32
+
+// The plan's transpose of B: times it (reported once per shape).
+static float transpose_operands(const Case &c) {
+    auto tr = [&] {
+        dim3 grid((unsigned)((c.k + 63) / 64), (unsigned)((c.n + 63) / 64));
+        lab_transpose<<<grid, 256>>>(dB, dBt, c.k, c.n, c.k);
+    };
+    tr();
+    CK(cudaDeviceSynchronize());
+    return quick ? 1.f : time_median(tr, 30);
+}
+
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int ST, i64 KS>
+static void run_wg(const Case &c, double ref_us) {
+    constexpr int SPLITS = (int)((K + KS - 1) / KS);
+    auto kern = lab_wg<M, N, K, TA, BM, BN, ST, KS>;
+    const int smem = ST * ((TA ? 32 * (BM + 8) : BM * 36) + BN * 32) * 4 + 1024, threads = BM / 64 * 128;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM, SPLITS);
+    CK(cudaMemset(dC, 0xff, (size_t)SPLITS * M * N * 4)); // NaN poison
+    kern<<<grid, threads, smem>>>(dA, dBt, dC);
+    CK(cudaGetLastError());
+    if (SPLITS > 1) {
+        splitk_sum<<<(M * N + 255) / 256, 256>>>(dC, dC + (i64)SPLITS * M * N, M * N, SPLITS);
+        CK(cudaMemcpy(dC, dC + (i64)SPLITS * M * N, (size_t)M * N * 4, cudaMemcpyDeviceToDevice));
+    }
+    CK(cudaDeviceSynchronize());
+    std::vector<float> got((size_t)M * N), ref((size_t)M * N);
+    CK(cudaMemcpy(got.data(), dC, got.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ref.data(), dRef, ref.size() * 4, cudaMemcpyDeviceToHost));
+    double maxref = 0, maxerr = 0;
+    bool nan = false;
+    for (size_t i = 0; i < got.size(); ++i) {
+        maxref = std::max(maxref, (double)std::fabs(ref[i]));
+        if (!std::isfinite(got[i])) nan = true;
+        maxerr = std::max(maxerr, (double)std::fabs(got[i] - ref[i]));
+    }
+    const float us = quick ? 1.f : time_median([&] { kern<<<grid, threads, smem>>>(dA, dBt, dC); }, 30);
+    int regs = 0;
+    cudaFuncAttributes fa;
+    if (cudaFuncGetAttributes(&fa, kern) == cudaSuccess) regs = fa.numRegs;
+    printf("%-16s wgmma %3dx%-3d %d st split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  "
+           "x%.2f of cuBLAS  err/max %.2e%s\n",
+           c.name, BM, BN, ST, SPLITS, regs, smem, us, 2.0 * M * N * K / us * 1e-6, ref_us / us, maxerr / maxref,
+           nan ? "  NaN!" : "");
+    fflush(stdout);
+}
+
 template <i64 M, i64 N, i64 K, bool TA, i64 KS> static void shape(const char *name) {
     const Case c{name, (int)M, (int)N, (int)K, TA};
     cublas_ref(handle, c, dA, dB, dRef, false);
     const float cub = quick ? 1.f : time_median([&] { cublas_ref(handle, c, dA, dB, dC, true); }, 30);
     printf("%-16s cuBLAS TF32 %8.1f us  %6.1f TFLOP/s\n", name, cub, 2.0 * M * N * K / cub * 1e-6);
     run<M, N, K, TA, 128, 128, 2, 2, 3, KS>(c, cub);
-    run<M, N, K, TA, 128, 128, 2, 2, 4, KS>(c, cub);
-    run<M, N, K, TA, 256, 128, 4, 2, 3, KS>(c, cub);
-    run<M, N, K, TA, 128, 256, 2, 4, 3, KS>(c, cub);
-    run<M, N, K, TA, 128, 128, 2, 4, 3, KS>(c, cub);
-    run<M, N, K, TA, 128, 64, 2, 2, 4, KS>(c, cub);
-    run<M, N, K, TA, 64, 64, 2, 2, 4, KS>(c, cub);
+    const float tr = transpose_operands(c);
+    printf("%-16s transpose of B (TF32-rounded) %8.1f us\n", name, tr);
+    run_wg<M, N, K, TA, 256, 128, 4, KS>(c, cub);
+    run_wg<M, N, K, TA, 256, 128, 3, KS>(c, cub);
+    run_wg<M, N, K, TA, 128, 256, 4, KS>(c, cub);
+    run_wg<M, N, K, TA, 128, 128, 6, KS>(c, cub);
+    run_wg<M, N, K, TA, 128, 128, 3, KS>(c, cub);
+    run_wg<M, N, K, TA, 64, 256, 5, KS>(c, cub);
 }
 
 int main(int argc, char **argv) {
@@ -133,6 +195,7 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&dB, maxe * 4));
     CK(cudaMalloc(&dC, (size_t)4 * 3072 * 1024 * 4 + maxe * 4));
     CK(cudaMalloc(&dRef, maxe * 4));
+    CK(cudaMalloc(&dBt, maxe * 4));
     CK(cudaMalloc(&flush_buf, FLUSH));
     std::vector<float> h(maxe);
     srand(1);
