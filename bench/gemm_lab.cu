@@ -1,8 +1,9 @@
-// Projection-product variants of templates/gemm_tc.cu against cuBLAS, on the
-// shapes of the edit-attention backward: each checked against cuBLAS in full
-// fp32 and timed (cold L2 before every launch, median, device time).
+// Projection-product tiles of templates/gemm_tc.cu (mma.sync) and
+// templates/gemm_wg.cu (wgmma) against cuBLAS, on the shapes of the
+// edit-attention backward: each checked against cuBLAS in full fp32 and timed
+// (cold L2 before every launch, median, device time).
 //   sed 's/{{PREFIX}}/lab/' templates/transpose.cu > build/lab_transpose.inc
-//   nvcc -O3 -std=c++17 -arch=sm_90a -Ibuild bench/gemm_lab.cu -lcublas -o build/gemm_lab
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ibuild bench/gemm_lab.cu -lcublas -o build/gemm_lab
 // Used to choose the tiles and fragment loads of the projection products
 // (docs/benchmarks.md); not part of the library.
 #include <algorithm>
