@@ -123,14 +123,15 @@ function M.candidates(shape)
   return out
 end
 
--- Tensor-core product tiles: block tile, warps, pipeline depth, and whether
--- the block is expected to share its SM (registers and shared memory allow).
+-- Tensor-core product tiles: block tile, warps, pipeline depth, the blocks
+-- expected to share an SM (registers and shared memory allow) and the FLOP/s
+-- per SM the model gives the tile (1.5e12 scaled by its measured efficiency).
 -- Four warps of 64 x 64 outputs each read half the shared memory per MMA that
 -- 64 x 32 warp tiles do (eight warps of those measured ~88 TFLOP/s on the H200).
 local GEMM_CONFIGS = {
-  { bm = 128, bn = 128, warps_m = 2, warps_n = 2, stages = 3, per_sm = 2, eff = 1.0 },
-  { bm = 128, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 2, eff = 0.8 },
-  { bm = 64, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 3, eff = 0.6 },
+  { bm = 128, bn = 128, warps_m = 2, warps_n = 2, stages = 3, per_sm = 2, rate = 1.5e12 },
+  { bm = 128, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 2, rate = 1.2e12 },
+  { bm = 64, bn = 64, warps_m = 2, warps_n = 2, stages = 4, per_sm = 3, rate = 0.9e12 },
 }
 local GEMM_BK = 32
 local SPLITS = { 1, 2, 3, 4, 6, 8, 12, 16 }
@@ -141,27 +142,31 @@ local function gemm_smem(c, ta, tb)
   return c.stages * (a + b) * 4
 end
 
--- The tiles and K split of one product with the least modelled time: waves of
--- blocks at a per-SM rate scaled by the tile's efficiency, plus the traffic of
--- the partial products when K is split.
-function M.choose_gemm(m, n, k, ta, tb, limit)
-  local best, best_time
-  for _, c in ipairs(GEMM_CONFIGS) do
-    for _, s in ipairs(limit and gemm_smem(c, ta, tb) > limit and {} or SPLITS) do
+-- The tiles and K split of one product with the least modelled time among
+-- `configs` whose shared memory (smem(c) bytes) fits `limit`: waves of blocks,
+-- each SM running `per_sm` of them at `rate` FLOP/s together, plus the traffic
+-- of the partial products when K is split.
+local function choose(configs, smem, m, n, k, limit)
+  local best
+  for _, c in ipairs(configs) do
+    for _, s in ipairs(limit and smem(c) > limit and {} or SPLITS) do
       local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
       local splits = ceil_div(k, kslice)
       if splits == s and (s == 1 or kslice >= 4 * GEMM_BK) then
         local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * splits
         local waves = ceil_div(blocks, SMS * c.per_sm)
-        local block_time = 2 * c.bm * c.bn * kslice / (c.eff * 1.5e12 / c.per_sm)
-        local time = waves * block_time + (splits > 1 and (2 * splits + 1) * m * n * 4 / 3e12 + 3e-6 or 0)
-        if not best_time or time < best_time then
-          best, best_time = { config = c, splits = splits, kslice = kslice, time = time }, time
-        end
+        local time = waves * 2 * c.bm * c.bn * kslice / (c.rate / c.per_sm) +
+                     (splits > 1 and (2 * splits + 1) * m * n * 4 / 3e12 + 3e-6 or 0)
+        if not best or time < best.time then best = { config = c, splits = splits, kslice = kslice, time = time } end
       end
     end
   end
   return best
+end
+
+-- mma.sync tiles for op(A) [m, k] @ op(B) [k, n] (TA, TB: stored transposed).
+function M.choose_gemm(m, n, k, ta, tb, limit)
+  return choose(GEMM_CONFIGS, function(c) return gemm_smem(c, ta, tb) end, m, n, k, limit)
 end
 
 -- wgmma product tiles (templates/gemm_wg.cu): BM/64 warpgroups, BN columns,
@@ -170,34 +175,20 @@ end
 -- B=32,T=773 products): 128x256 reached 229-283 TFLOP/s, the others 193-236,
 -- where the mma.sync 128x128 tile the model rates at 198 reached 135-185.
 local WG_CONFIGS = {
-  { bm = 128, bn = 256, stages = 4, rate = 2.4e12 },
-  { bm = 64, bn = 256, stages = 5, rate = 1.95e12 },
-  { bm = 128, bn = 128, stages = 6, rate = 1.95e12 },
-  { bm = 256, bn = 128, stages = 4, rate = 1.95e12 },
+  { bm = 128, bn = 256, stages = 4, per_sm = 1, rate = 2.4e12 },
+  { bm = 64, bn = 256, stages = 5, per_sm = 1, rate = 1.95e12 },
+  { bm = 128, bn = 128, stages = 6, per_sm = 1, rate = 1.95e12 },
+  { bm = 256, bn = 128, stages = 4, per_sm = 1, rate = 1.95e12 },
 }
 local function wg_smem(c, ta)
   local a = ta and GEMM_BK * (c.bm + 8) or c.bm * (GEMM_BK + 4)
   return c.stages * (a + c.bn * GEMM_BK) * 4 + 1024 -- 1 KiB to align the swizzled tiles
 end
 
--- The wgmma tiles and K split of one product with the least modelled time,
--- as choose_gemm's model (one block per SM).
+-- wgmma tiles for op(A) [m, k] @ B [k, n], B read transposed.
 function M.choose_wg(m, n, k, ta, limit)
-  local best
-  for _, c in ipairs(WG_CONFIGS) do
-    for _, s in ipairs(wg_smem(c, ta) > limit and {} or SPLITS) do
-      local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
-      local splits = ceil_div(k, kslice)
-      if splits == s and (s == 1 or kslice >= 4 * GEMM_BK) then
-        local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * splits
-        local time = ceil_div(blocks, SMS) * 2 * c.bm * c.bn * kslice / c.rate +
-                     (splits > 1 and (2 * splits + 1) * m * n * 4 / 3e12 + 3e-6 or 0)
-        if not best or time < best.time then
-          best = { config = c, splits = splits, kslice = kslice, time = time, wg = true }
-        end
-      end
-    end
-  end
+  local best = choose(WG_CONFIGS, function(c) return wg_smem(c, ta) end, m, n, k, limit)
+  if best then best.wg = true end
   return best
 end
 
