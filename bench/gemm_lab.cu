@@ -86,23 +86,24 @@ static cublasHandle_t handle;
 static bool quick;
 static float *dA, *dB, *dC, *dRef;
 
-template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS>
-static void run(const Case &c, double ref_us) {
-    constexpr int SPLITS = (int)((K + KS - 1) / KS);
-    auto kern = lab<M, N, K, TA, BM, BN, WM, WN, ST, KS>;
-    const int smem = smem_bytes(TA, BM, BN, ST);
+typedef void (*lab_kernel)(const float *, const float *, float *);
+
+// Runs kern (A = dA, B as given) once on a NaN-poisoned output, adds its K
+// slices, compares with cuBLAS fp32 (dRef), times it, and prints one line.
+static void measure(const Case &c, const char *label, lab_kernel kern, dim3 grid, int threads, int smem,
+                    const float *B, double ref_us) {
+    const i64 mn = (i64)c.m * c.n;
+    const int splits = (int)grid.z;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-    dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM, SPLITS);
-    CK(cudaMemset(dC, 0xff, (size_t)SPLITS * M * N * 4)); // NaN poison
-    kern<<<grid, WM * WN * 32, smem>>>(dA, dB, dC);
+    CK(cudaMemset(dC, 0xff, (size_t)splits * mn * 4)); // NaN poison
+    kern<<<grid, threads, smem>>>(dA, B, dC);
     CK(cudaGetLastError());
-    if (SPLITS > 1) {
-        splitk_sum<<<(M * N + 255) / 256, 256>>>(dC, dC + (i64)SPLITS * M * N, M * N, SPLITS);
-        CK(cudaMemcpy(dC, dC + (i64)SPLITS * M * N, (size_t)M * N * 4, cudaMemcpyDeviceToDevice));
+    if (splits > 1) {
+        splitk_sum<<<(unsigned)((mn + 255) / 256), 256>>>(dC, dC + splits * mn, mn, splits);
+        CK(cudaMemcpy(dC, dC + splits * mn, (size_t)mn * 4, cudaMemcpyDeviceToDevice));
     }
     CK(cudaDeviceSynchronize());
-    std::vector<float> got((size_t)M * N), ref((size_t)M * N);
+    std::vector<float> got((size_t)mn), ref((size_t)mn);
     CK(cudaMemcpy(got.data(), dC, got.size() * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(ref.data(), dRef, ref.size() * 4, cudaMemcpyDeviceToHost));
     double maxref = 0, maxerr = 0;
@@ -112,15 +113,24 @@ static void run(const Case &c, double ref_us) {
         if (!std::isfinite(got[i])) nan = true;
         maxerr = std::max(maxerr, (double)std::fabs(got[i] - ref[i]));
     }
-    const float us = quick ? 1.f : time_median([&] { kern<<<grid, WM * WN * 32, smem>>>(dA, dB, dC); }, 30);
+    const float us = quick ? 1.f : time_median([&] { kern<<<grid, threads, smem>>>(dA, B, dC); }, 30);
     int regs = 0;
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kern) == cudaSuccess) regs = fa.numRegs;
-    printf("%-16s %3dx%-3d %dx%d warps %d st split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  "
-           "x%.2f of cuBLAS  err/max %.2e%s\n",
-           c.name, BM, BN, WM, WN, ST, SPLITS, regs, smem, us, 2.0 * M * N * K / us * 1e-6, ref_us / us,
-           maxerr / maxref, nan ? "  NaN!" : "");
+    printf("%-16s %-26s split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  x%.2f of cuBLAS  err/max %.2e%s\n",
+           c.name, label, splits, regs, smem, us, 2.0 * c.m * c.n * c.k / us * 1e-6, ref_us / us, maxerr / maxref,
+           nan ? "  NaN!" : "");
     fflush(stdout);
+}
+
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS>
+static void run(const Case &c, double ref_us) {
+    auto kern = lab<M, N, K, TA, BM, BN, WM, WN, ST, KS>;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    char label[64];
+    snprintf(label, sizeof label, "mma.sync %dx%d %dx%d warps %d st", BM, BN, WM, WN, ST);
+    measure(c, label, kern, dim3((N + BN - 1) / BN, (M + BM - 1) / BM, (K + KS - 1) / KS), WM * WN * 32,
+            smem_bytes(TA, BM, BN, ST), dB, ref_us);
 }
 
 static float *dBt; // B K-major: B^T as [N, K], rounded to TF32
@@ -138,38 +148,11 @@ static float transpose_operands(const Case &c) {
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int ST, i64 KS>
 static void run_wg(const Case &c, double ref_us) {
-    constexpr int SPLITS = (int)((K + KS - 1) / KS);
-    auto kern = lab_wg<M, N, K, TA, BM, BN, ST, KS>;
-    const int smem = ST * ((TA ? 32 * (BM + 8) : BM * 36) + BN * 32) * 4 + 1024, threads = BM / 64 * 128;
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM, SPLITS);
-    CK(cudaMemset(dC, 0xff, (size_t)SPLITS * M * N * 4)); // NaN poison
-    kern<<<grid, threads, smem>>>(dA, dBt, dC);
-    CK(cudaGetLastError());
-    if (SPLITS > 1) {
-        splitk_sum<<<(M * N + 255) / 256, 256>>>(dC, dC + (i64)SPLITS * M * N, M * N, SPLITS);
-        CK(cudaMemcpy(dC, dC + (i64)SPLITS * M * N, (size_t)M * N * 4, cudaMemcpyDeviceToDevice));
-    }
-    CK(cudaDeviceSynchronize());
-    std::vector<float> got((size_t)M * N), ref((size_t)M * N);
-    CK(cudaMemcpy(got.data(), dC, got.size() * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(ref.data(), dRef, ref.size() * 4, cudaMemcpyDeviceToHost));
-    double maxref = 0, maxerr = 0;
-    bool nan = false;
-    for (size_t i = 0; i < got.size(); ++i) {
-        maxref = std::max(maxref, (double)std::fabs(ref[i]));
-        if (!std::isfinite(got[i])) nan = true;
-        maxerr = std::max(maxerr, (double)std::fabs(got[i] - ref[i]));
-    }
-    const float us = quick ? 1.f : time_median([&] { kern<<<grid, threads, smem>>>(dA, dBt, dC); }, 30);
-    int regs = 0;
-    cudaFuncAttributes fa;
-    if (cudaFuncGetAttributes(&fa, kern) == cudaSuccess) regs = fa.numRegs;
-    printf("%-16s wgmma %3dx%-3d %d st split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  "
-           "x%.2f of cuBLAS  err/max %.2e%s\n",
-           c.name, BM, BN, ST, SPLITS, regs, smem, us, 2.0 * M * N * K / us * 1e-6, ref_us / us, maxerr / maxref,
-           nan ? "  NaN!" : "");
-    fflush(stdout);
+    char label[64];
+    snprintf(label, sizeof label, "wgmma %dx%d %d st", BM, BN, ST);
+    measure(c, label, lab_wg<M, N, K, TA, BM, BN, ST, KS>,
+            dim3((N + BN - 1) / BN, (M + BM - 1) / BM, (K + KS - 1) / KS), BM / 64 * 128,
+            ST * ((TA ? 32 * (BM + 8) : BM * 36) + BN * 32) * 4 + 1024, dBt, ref_us);
 }
 
 template <i64 M, i64 N, i64 K, bool TA, i64 KS> static void shape(const char *name) {
