@@ -358,6 +358,56 @@ static void lua_error_has_traceback(void **state) {
     free(dir);
 }
 
+/* A plan may ask NVRTC for the arch-specific variant of the device's
+ * architecture (sm_90 -> sm_90a, as the wgmma products do), and for nothing
+ * else: the options and the kernel's arch say which it got. */
+static void compile_arch_is_checked(void **state) {
+    (void)state;
+    for (int ok = 0; ok < 2; ++ok) {
+        char code[256];
+        snprintf(code, sizeof code,
+                 "\nlocal plan0 = M.plan\nfunction M.plan(...) local k = plan0(...); k.compile_arch = \"%s\"; return k end\n"
+                 "return M\n",
+                 ok ? "sm_90a" : "sm_80a");
+        /* softmax_dropout.lua ends with `return M`: that one becomes a comment and the
+         * wrapper's takes over. (No single quotes: broken_scripts passes the text through a shell.) */
+        char *dir = broken_scripts("lua/softmax_dropout.lua", code);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/lua/softmax_dropout.lua", dir);
+        FILE *f = fopen(path, "r+");
+        assert_non_null(f);
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        char *text = calloc((size_t)len + 1, 1);
+        fseek(f, 0, SEEK_SET);
+        assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+        char *first = strstr(text, "\nreturn M\n"); /* the original's: turned into a comment */
+        assert_non_null(first);
+        memcpy(first + 1, "--", 2);
+        fseek(f, 0, SEEK_SET);
+        assert_int_equal(fwrite(text, 1, (size_t)len, f), (size_t)len);
+        fclose(f);
+        free(text);
+        setenv("ATTNBWD_LUA_DIR", dir, 1);
+        log_counts lc = {0};
+        attnbwd_ctx *ctx = test_open(NULL, &lc);
+        attnbwd_shape s = test_shape(1, 1, 64, 0);
+        attnbwd_kernel *k = NULL;
+        if (!ok) {
+            EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_LUA, "only \"sm_90a\" may stand for sm_90");
+        } else {
+            assert_int_equal(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_OK);
+            attnbwd_kernel_info info;
+            assert_int_equal(attnbwd_kernel_get_info(k, &info), ATTNBWD_OK);
+            assert_string_equal(info.arch, "sm_90a");
+        }
+        attnbwd_close(ctx);
+        unsetenv("ATTNBWD_LUA_DIR");
+        test_rmtree(dir);
+        free(dir);
+    }
+}
+
 static void dump_dir_gets_every_artifact(void **state) {
     (void)state;
     char *dir = test_tmpdir();
@@ -458,6 +508,7 @@ int main(void) {
         cmocka_unit_test(generate_source),
         cmocka_unit_test(compile_error_reports_log_and_source),
         cmocka_unit_test(lua_error_has_traceback),
+        cmocka_unit_test(compile_arch_is_checked),
         cmocka_unit_test(dump_dir_gets_every_artifact),
         cmocka_unit_test(tuning_tables),
     };
