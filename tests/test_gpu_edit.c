@@ -8,7 +8,9 @@
  * reference under the public acceptance rule, output by output, with fresh
  * inputs each run. Exits 77 (skipped) where no CUDA device can be used.
  * ATTNBWD_SEED=<n> replays a run (the seed is printed). The timing path
- * (check_time_case) runs once at the end.
+ * (check_time_case) runs once at the end. To run a part: ATTNBWD_TEST_PRECISION
+ * (a comma list of tf32, fp16, fp32) and ATTNBWD_TEST_MATCH (a comma list of
+ * texts, one of which the case's name must contain, e.g. "extra,T=691").
  *
  * Cost: the CPU reference dominates (B=32, T=773 takes several seconds on 16
  * cores, ~6.5 GB of host memory); the whole test is some minutes. */
@@ -60,6 +62,17 @@ static run make_run(int64_t B, int64_t T, double p, int precision, unsigned flag
     return r;
 }
 
+/* Whether `item` is in the comma list `list` (NULL: no filter, all are). As
+ * a substring when `part`: any element of the list inside item. */
+static int listed(const char *list, const char *item, int part) {
+    if (!list || !*list) return 1;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *e = strtok_r(buf, ",", &save); e; e = strtok_r(NULL, ",", &save))
+        if (part ? strstr(item, e) != NULL : strcmp(item, e) == 0) return 1;
+    return 0;
+}
+
 int main(void) {
     uint64_t seed = gpu_test_begin();
 
@@ -107,9 +120,13 @@ int main(void) {
         return 1;
     }
 
+    const char *only_prec = getenv("ATTNBWD_TEST_PRECISION"), *only_name = getenv("ATTNBWD_TEST_MATCH");
     int failures = 0;
+    size_t ran = 0;
     for (size_t k = 0; k < n; k++) {
         const run *u = &runs[k];
+        if (!listed(only_prec, prec_name(u->c.shape.precision), 0) || !listed(only_name, u->c.name, 1)) continue;
+        ran++;
         check_result r;
         check_edit_output o[CHECK_EDIT_OUTPUTS];
         double t0 = gpu_test_now();
@@ -150,7 +167,7 @@ int main(void) {
         fflush(stdout);
     }
     /* The timing path once (cold L2, events), on the smallest public workload in tf32. */
-    {
+    if (listed(only_prec, "tf32", 0) && !only_name) {
         size_t small = 0; /* runs[0..15]: the public workloads in tf32 */
         for (size_t k = 1; k < 16; k++)
             if (runs[k].c.shape.batch * runs[k].c.shape.seq_len <
@@ -167,6 +184,10 @@ int main(void) {
         }
     }
     attnbwd_close(ctx);
-    printf("%d of %zu cases failed\n", failures, n);
+    printf("%d of %zu cases failed\n", failures, ran);
+    if (!ran) {
+        printf("FAIL: ATTNBWD_TEST_PRECISION / ATTNBWD_TEST_MATCH left no case to run\n");
+        return 1;
+    }
     return failures ? 1 : 0;
 }
