@@ -15,8 +15,10 @@
 // stored either way and needs no rounded copy. A STAGES-deep cp.async ring
 // feeds both; one wgmma group stays in flight while the next tile's loads
 // are issued, and its A registers are the other of two sets.
-// Contract (the plan checks it): K and the leading dimensions multiples of 4,
-// pointers 16-byte aligned; rows past M or N and k past K read as zeros.
+// Contract (the plan keeps it): A's contiguous dimension (K, or M with TA) and
+// the leading dimensions multiples of 4, B's rows zero-padded past K to a
+// multiple of 4 (the transpose writes them), pointers 16-byte aligned; rows
+// past M or N and k past K read as zeros.
 namespace tc {
 
 // Shared-memory descriptor of a K-major tile in the 128-byte swizzle: start
