@@ -77,8 +77,10 @@ function M.tiles(shape, override, arch)
   return tiles
 end
 
--- The kernel table C reads: name, source, tiles, grid, block, shared_bytes.
--- Returns it, or nil and why the tiles were refused.
+-- The kernel table C reads: name, source, tiles, grid, block, shared_bytes;
+-- optionally align, launches and workspace_bytes (a plan of several kernels),
+-- and compile_arch (arch .. "a", for instructions such as wgmma that only the
+-- arch-specific target has). Returns it, or nil and why the tiles were refused.
 function M.plan(shape, arch, override)
   local tiles, why = M.tiles(shape, override, arch)
   if not tiles then return nil, why end
