@@ -12,8 +12,10 @@
 --     bias into their outputs with float atomics inside the pass instead
 --   grad_hidden_states = grad_qkv @ qkv_weight     grad_qkv_weight = grad_qkv^T @ hidden_states
 --   the two bias gradients as column sums
--- The projection products run on tensor cores (templates/gemm_tc.cu) with
--- tiles and a split of K chosen here for each product's M, N, K.
+-- The projection products run on tensor cores with tiles and a split of K
+-- chosen here for each product's M, N, K: mma.sync (templates/gemm_tc.cu), or
+-- with wg = 1 (TF32 on sm_90) wgmma (templates/gemm_wg.cu) after a rounded
+-- transpose of B, where the model says that is faster.
 -- fused = 0: the first, correct-first sequence (ten batched 64x64 products and
 -- separate softmax-backward and bias kernels), kept to compare against.
 --
