@@ -62,7 +62,7 @@ function M.heuristic(shape, arch)
   -- Keys per attention block: 64 unless that leaves the SMs short of two blocks each.
   local bj = (ceil_div(T, 64) * B * H < 2 * SMS) and 32 or 64
   local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1,
-              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0 }
+              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 0 }
   -- A device with less shared memory: smaller key blocks, else the first sequence (no big tiles).
   local limit = smem_limit(arch)
   local function fits(bj) return attention_smem(bj, 1) + 8 * bj + 32 <= limit end
@@ -83,6 +83,8 @@ function M.validate(shape, t, arch)
   if t.bj ~= 32 and t.bj ~= 64 then return "bj (keys per attention block) must be 32 or 64" end
   if t.gs_store ~= 0 and t.gs_store ~= 1 then return "gs_store must be 0 or 1" end
   if t.wg ~= 0 and t.wg ~= 1 then return "wg must be 0 or 1" end
+  if t.kv_split ~= 0 and t.kv_split ~= 1 then return "kv_split must be 0 or 1" end
+  if t.kv_split == 1 and t.fused ~= 1 then return "kv_split=1 (gV and gK on separate warps) is for fused=1" end
   if t.wg == 1 and (t.precision ~= 0 or t.fused ~= 1) then
     return "wg=1 (wgmma products) is for precision 0 (tf32) with fused=1"
   end
@@ -118,6 +120,11 @@ function M.candidates(shape)
         add(t)
       end
     end
+  end
+  for _, bj in ipairs { 32, 64 } do -- gV and gK on separate warps (not yet measured: not the default)
+    local t = M.heuristic(shape)
+    t.bj, t.kv_split = bj, 1
+    add(t)
   end
   local legacy = M.heuristic(shape)
   legacy.fused, legacy.wg = 0, 0
@@ -372,7 +379,7 @@ local function plan_fused(shape, t, arch)
   -- system reserves); the kernel then keeps to 128 registers.
   local att_bytes = attention_smem(t.bj, t.gs_store) + 8 * t.bj + 32 + 1024
   p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
-                                   STORE_GS = t.gs_store, GS_LD = T4,
+                                   STORE_GS = t.gs_store, GS_LD = T4, KV_SPLIT = t.kv_split,
                                    MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1 })
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })

@@ -23,7 +23,7 @@ typedef long long i64;
 constexpr i64 kB = {{B}}, kT = {{T}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072, kPos = 1024;
 constexpr int BJ = {{BJ}}, BI = 64, NT = 256, MODE = {{MODE}};
-constexpr bool STORE_GS = {{STORE_GS}};
+constexpr bool STORE_GS = {{STORE_GS}}, KV_SPLIT = {{KV_SPLIT}};
 constexpr i64 GS_LD = {{GS_LD}};
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 // Shared-memory rows, padded so one warp's fragment reads spread over the
@@ -64,12 +64,18 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
     if (!STORE_GS) tc::copy_tile<BJ, kD, NT>(Ks, LD_K, key + (head_rows + j0) * kD, kD, 0, 0, kT - j0, kD);
     tc::copy_tile<BJ, kD, NT>(Vs, LD_V, value + (head_rows + j0) * kD, kD, 0, 0, kT - j0, kD);
 
-    // Warp tiles. gPd [BI x BJ]: 4 x 2 warps of 16 x BJ/2. gV, gK [BJ x 64]:
-    // (BJ/16) x (8/(BJ/16)) warps. gQ [BI x 64]: 4 x 2 warps of 16 x 32.
+    // Warp tiles. gPd [BI x BJ]: 4 x 2 warps of 16 x BJ/2. gQ [BI x 64]: 4 x 2
+    // warps of 16 x 32. gV, gK [BJ x 64]: KV_SPLIT 0, every warp a 16-row
+    // slice of both, (BJ/16) x (8/(BJ/16)) warps; KV_SPLIT 1, warps 0-3 gV and
+    // warps 4-7 gK, 2 x 2 warps of (BJ/2) x 32 each, so a fragment read from
+    // shared memory feeds more MMAs (2 shared wavefronts per MMA instead of 3
+    // at BJ = 64, 3 instead of 4 at BJ = 32).
     constexpr int FN1 = BJ / 16;
     const int wm1 = (warp / 2) * 16, wn1 = (warp % 2) * (BJ / 2);
-    constexpr int WM2 = BJ / 16, WN2 = 8 / WM2, FN2 = kD / 8 / WN2;
-    const int wm2 = (warp / WN2) * 16, wn2 = (warp % WN2) * (kD / WN2);
+    constexpr int FM2 = KV_SPLIT ? BJ / 32 : 1, WN2 = KV_SPLIT ? 2 : 8 / (BJ / 16), FN2 = kD / 8 / WN2;
+    const int wq = KV_SPLIT ? warp % 4 : warp;
+    const int wm2 = (wq / WN2) * 16 * FM2, wn2 = (wq % WN2) * (kD / WN2);
+    const bool owns_k = KV_SPLIT && warp >= 4; // KV_SPLIT: accV holds gK in these warps
     const int wm4 = (warp / 2) * 16, wn4 = (warp % 2) * 32;
 
     for (int c = tid; c < BJ; c += NT) {
@@ -78,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
         mj_s[c] = j < kT ? edit_region_mask[b * kT + j] : 0.f;
     }
 
-    float accV[1][FN2][4], accK[1][FN2][4];
+    float accV[FM2][FN2][4], accK[1][FN2][4]; // KV_SPLIT: accK unused
     tc::zero(accV);
     tc::zero(accK);
     float within = 0.f, cross = 0.f;
@@ -169,6 +175,14 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
 
         // gV_j += Pd^T gA_i and gK_j += gS^T q_i: A[m=j][k=i] = Ps/Ss[i][j].
         // (Two loops, not one: fewer fragments live next to the prefetched probabilities.)
+        if constexpr (KV_SPLIT) {
+            const float *Xa = owns_k ? Ss : Ps, *Xb = owns_k ? Qs : GAs;
+            const int ldb = owns_k ? LD_Q : LD_GA;
+#pragma unroll
+            for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
+                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Xa[kk * LD_S + wm2 + m]; },
+                                   [&](int kk, int n) { return Xb[kk * ldb + wn2 + n]; });
+        } else {
 #pragma unroll
         for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
             tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Ps[kk * LD_S + wm2 + m]; },
@@ -177,6 +191,7 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
         for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
             tc::warp_mma<MODE>(accK, k, [&](int m, int kk) { return Ss[kk * LD_S + wm2 + m]; },
                                [&](int kk, int n) { return Qs[kk * LD_Q + wn2 + n]; });
+        }
         if (!STORE_GS) {
         // gQ_i += scale gS k_j: A[m=i][k=j] = Ss[i][j], B[k=j][n=d] = Ks[j][d].
         float accQ[1][4][4];
@@ -200,15 +215,23 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
 
     // gK and gV of this block's keys, straight into the [B, T, 3072] layout.
 #pragma unroll
+    for (int i = 0; i < FM2; ++i)
+#pragma unroll
     for (int f = 0; f < FN2; ++f)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-            const i64 j = j0 + wm2 + g + 8 * hh;
+            const i64 j = j0 + wm2 + 16 * i + g + 8 * hh;
             if (j >= kT) continue;
             float *row = grad_qkv + (b * kT + j) * kQkv + h * kD + wn2 + 8 * f + 2 * t;
+            const float v0 = accV[i][f][2 * hh], v1 = accV[i][f][2 * hh + 1];
+            if constexpr (KV_SPLIT) {
+                if (owns_k) *reinterpret_cast<float2 *>(row + kHid) = make_float2(scale * v0, scale * v1);
+                else *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(v0, v1);
+            } else {
             *reinterpret_cast<float2 *>(row + kHid) =
                 make_float2(scale * accK[0][f][2 * hh], scale * accK[0][f][2 * hh + 1]);
-            *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(accV[0][f][2 * hh], accV[0][f][2 * hh + 1]);
+            *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(v0, v1);
+            }
         }
     if (STORE_GS) return; // the bias kernel sums within / cross from gs
     within = tc::block_sum(within, scratch);

@@ -92,6 +92,10 @@ static void edit_attention_suite_compiles(void **state) {
         assert_true(attnbwd_edit_attention_workspace(k) >= floats * 4);
         assert_true(attnbwd_edit_attention_workspace(k) <= floats * 4 + ((size_t)256 << 20));
     }
+    /* The exploration candidate with gV and gK on separate warps compiles at both key-block sizes. */
+    attnbwd_shape odd = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 77, 1, 0};
+    assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "kv_split=1 bj=32", &k), ATTNBWD_OK);
+    assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "kv_split=1 bj=64", &k), ATTNBWD_OK);
     /* Argument checks come before any launch. */
     attnbwd_edit_attention_args a;
     memset(&a, 0, sizeof a);
