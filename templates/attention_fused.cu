@@ -184,13 +184,13 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
                                    [&](int kk, int n) { return Xb[kk * ldb + wn2 + n]; });
         } else {
 #pragma unroll
-        for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
-            tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Ps[kk * LD_S + wm2 + m]; },
-                               [&](int kk, int n) { return GAs[kk * LD_GA + wn2 + n]; });
+            for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
+                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Ps[kk * LD_S + wm2 + m]; },
+                                   [&](int kk, int n) { return GAs[kk * LD_GA + wn2 + n]; });
 #pragma unroll
-        for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
-            tc::warp_mma<MODE>(accK, k, [&](int m, int kk) { return Ss[kk * LD_S + wm2 + m]; },
-                               [&](int kk, int n) { return Qs[kk * LD_Q + wn2 + n]; });
+            for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
+                tc::warp_mma<MODE>(accK, k, [&](int m, int kk) { return Ss[kk * LD_S + wm2 + m]; },
+                                   [&](int kk, int n) { return Qs[kk * LD_Q + wn2 + n]; });
         }
         if (!STORE_GS) {
         // gQ_i += scale gS k_j: A[m=i][k=j] = Ss[i][j], B[k=j][n=d] = Ks[j][d].
@@ -217,22 +217,22 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
 #pragma unroll
     for (int i = 0; i < FM2; ++i)
 #pragma unroll
-    for (int f = 0; f < FN2; ++f)
+        for (int f = 0; f < FN2; ++f)
 #pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            const i64 j = j0 + wm2 + 16 * i + g + 8 * hh;
-            if (j >= kT) continue;
-            float *row = grad_qkv + (b * kT + j) * kQkv + h * kD + wn2 + 8 * f + 2 * t;
-            const float v0 = accV[i][f][2 * hh], v1 = accV[i][f][2 * hh + 1];
-            if constexpr (KV_SPLIT) {
-                if (owns_k) *reinterpret_cast<float2 *>(row + kHid) = make_float2(scale * v0, scale * v1);
-                else *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(v0, v1);
-            } else {
-            *reinterpret_cast<float2 *>(row + kHid) =
-                make_float2(scale * accK[0][f][2 * hh], scale * accK[0][f][2 * hh + 1]);
-            *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(v0, v1);
+            for (int hh = 0; hh < 2; ++hh) {
+                const i64 j = j0 + wm2 + 16 * i + g + 8 * hh;
+                if (j >= kT) continue;
+                float *row = grad_qkv + (b * kT + j) * kQkv + h * kD + wn2 + 8 * f + 2 * t;
+                const float v0 = accV[i][f][2 * hh], v1 = accV[i][f][2 * hh + 1];
+                if constexpr (KV_SPLIT) {
+                    if (owns_k) *reinterpret_cast<float2 *>(row + kHid) = make_float2(scale * v0, scale * v1);
+                    else *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(v0, v1);
+                } else {
+                    *reinterpret_cast<float2 *>(row + kHid) =
+                        make_float2(scale * accK[0][f][2 * hh], scale * accK[0][f][2 * hh + 1]);
+                    *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(v0, v1);
+                }
             }
-        }
     if (STORE_GS) return; // the bias kernel sums within / cross from gs
     within = tc::block_sum(within, scratch);
     cross = tc::block_sum(cross, scratch);

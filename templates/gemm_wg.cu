@@ -127,13 +127,7 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
         const float *Bs = smem + (kt % STAGES) * STAGE, *As = Bs + B_SIZE;
         auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-            const int k = 8 * s + t;
-            a[s][0] = to_tf32(at(g, k));
-            a[s][1] = to_tf32(at(g + 8, k));
-            a[s][2] = to_tf32(at(g, k + 4));
-            a[s][3] = to_tf32(at(g + 8, k + 4));
-        }
+        for (int s = 0; s < 4; ++s) tf32_a_fragment(a[s], g, 8 * s + t, at);
         // Pin the fragments before the fence: the compiler would otherwise sink
         // the rounding adds between the wgmmas, which makes ptxas serialize them.
 #pragma unroll

@@ -43,21 +43,24 @@ __device__ __forceinline__ void mma_f16(float c[4], const unsigned a[4], const u
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// One m16n8k8 TF32 A fragment (PTX ISA): a0 (r, k) a1 (r+8, k) a2 (r, k+4)
+// a3 (r+8, k+4), r = 16i + g, k = k0 + t, rounded; also wgmma's A from
+// registers (templates/gemm_wg.cu), whose warps each hold such a fragment.
+template <class FA> __device__ __forceinline__ void tf32_a_fragment(unsigned (&f)[4], int r, int k, FA a) {
+    f[0] = to_tf32(a(r, k));
+    f[1] = to_tf32(a(r + 8, k));
+    f[2] = to_tf32(a(r, k + 4));
+    f[3] = to_tf32(a(r + 8, k + 4));
+}
+
 template <int MODE, int FM, int FN, class FA, class FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[FM][FN][4], int k0, FA a, FB b) {
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     if constexpr (MODE == 1) {
-        // m16n8k8 TF32 (PTX ISA): A a0 (g, t) a1 (g+8, t) a2 (g, t+4) a3 (g+8, t+4);
-        // B b0 (k=t, n=g) b1 (k=t+4, n=g).
+        // m16n8k8 TF32: A as tf32_a_fragment; B b0 (k=t, n=g) b1 (k=t+4, n=g).
         unsigned af[FM][4], bf[FN][2];
 #pragma unroll
-        for (int i = 0; i < FM; ++i) {
-            const int r = 16 * i + g;
-            af[i][0] = to_tf32(a(r, k0 + t));
-            af[i][1] = to_tf32(a(r + 8, k0 + t));
-            af[i][2] = to_tf32(a(r, k0 + t + 4));
-            af[i][3] = to_tf32(a(r + 8, k0 + t + 4));
-        }
+        for (int i = 0; i < FM; ++i) tf32_a_fragment(af[i], 16 * i + g, k0 + t, a);
 #pragma unroll
         for (int j = 0; j < FN; ++j) {
             const int c = 8 * j + g;

@@ -14,7 +14,7 @@ extern "C" __global__ void __launch_bounds__(256)
     for (int i = ty; i < 64; i += 4) {
         const long long r = r0 + i;
         const float x = r < rows && c0 + tx < cols ? src[r * cols + c0 + tx] : 0.f;
-        tile[i][tx] = __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xFFFFE000u); // round to nearest
+        tile[i][tx] = __uint_as_float(tc::to_tf32(x) & 0xFFFFE000u); // rounded, low bits cleared
     }
     __syncthreads();
 #pragma unroll
