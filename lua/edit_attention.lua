@@ -312,6 +312,7 @@ local function plan_fused(shape, t, arch)
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
     local split = g.choice.splits > 1
+    local grid, out = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }, split and wsp("splitk") or bind(g.c)
     if g.choice.wg then
       transpose(bind(g.b), "tB", g.k, g.n, g.kp)
       p.render("gemm_wg_kernel.cu", {
@@ -319,18 +320,15 @@ local function plan_fused(shape, t, arch)
         LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,
         SPLITS = g.choice.splits,
       })
-      p.kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
-               { bind(g.a), wsp("tB"), split and wsp("splitk") or bind(g.c), "f32:one" }, { c.bm // 64 * 128, 1, 1 },
-               wg_smem(c, g.ta))
+      p.kernel(g.name, grid, { bind(g.a), wsp("tB"), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 }, wg_smem(c, g.ta))
     else
       p.render("gemm_tc_kernel.cu", {
         NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
         TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
         WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
       })
-      p.kernel(g.name, { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits },
-               { bind(g.a), bind(g.b), split and wsp("splitk") or bind(g.c), "f32:one" },
-               { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
+      p.kernel(g.name, grid, { bind(g.a), bind(g.b), out, "f32:one" }, { c.warps_m * c.warps_n * 32, 1, 1 },
+               gemm_smem(c, g.ta, g.tb))
     end
     if split then
       p.render("splitk_reduce_kernel.cu", {
