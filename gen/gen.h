@@ -5,15 +5,29 @@
 
 #include "attnbwd.h"
 
+/* Streams and events of a plan: lane 0 is the caller's stream, lanes 1 and
+ * up are the library's own, forked from it at the start and joined back at
+ * the end, so that independent kernels run side by side. */
+#define PLAN_MAX_LANES 4
+#define PLAN_MAX_EVENTS 16
+#define PLAN_MAX_WAITS 4
+
 /* One kernel launch of a plan with several (problem 2): its function, its
  * launch shape, and its arguments by name ("in:grad_output", "ws:4096",
- * "f32:scale", "i64:24736"...; the problem's launch entry binds them). */
+ * "f32:scale", "i64:24736"...; the problem's launch entry binds them). It
+ * runs on `lane` after the events in `waits` (each signalled by an earlier
+ * launch), and records event `signal` (-1: none) when done. In plan order on
+ * one stream every wait is met, so the launches may also run that way. */
 typedef struct plan_launch {
     char *name;
     unsigned grid[3], block[3];
     unsigned shared_bytes;
     char **args;
     int n_args;
+    int lane;
+    int signal;
+    int n_waits;
+    int waits[PLAN_MAX_WAITS];
 } plan_launch;
 
 typedef struct kernel_plan {
@@ -27,6 +41,8 @@ typedef struct kernel_plan {
                               ("sm_90a" for wgmma); "" means the context's arch */
     plan_launch *launches; /* NULL for a single-kernel plan (the fields above) */
     int n_launches;
+    int n_lanes;           /* 1 + the highest lane of a launch */
+    int n_events;          /* 1 + the highest event signalled */
     size_t workspace_bytes;
 } kernel_plan;
 

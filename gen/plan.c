@@ -86,6 +86,40 @@ static int dims_field(lua_State *L, int t, const char *k, unsigned d[3]) {
 #define MAX_LAUNCHES 64
 #define MAX_ARGS 16
 
+/* An optional integer field in [lo, hi]; absent: dflt. 0 when out of range. */
+static int int_field(lua_State *L, int t, const char *k, lua_Integer lo, lua_Integer hi, lua_Integer dflt, int *v) {
+    lua_getfield(L, t, k);
+    int isnum = 1;
+    lua_Integer x = lua_isnil(L, -1) ? dflt : lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    *v = (int)x;
+    return isnum && x >= lo && x <= hi;
+}
+
+/* A launch's lane, the event it signals and the events it waits on. */
+static attnbwd_status read_lanes(lua_State *L, int t, plan_launch *l) {
+    if (!int_field(L, t, "lane", 0, PLAN_MAX_LANES - 1, 0, &l->lane) ||
+        !int_field(L, t, "signal", -1, PLAN_MAX_EVENTS - 1, -1, &l->signal))
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s: lane must be in [0, %d], signal in [-1, %d]", l->name,
+                       PLAN_MAX_LANES - 1, PLAN_MAX_EVENTS - 1);
+    lua_getfield(L, t, "waits");
+    int n = lua_isnil(L, -1) ? 0 : lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
+    int ok = n >= 0 && n <= PLAN_MAX_WAITS;
+    for (int i = 0; ok && i < n; ++i) {
+        lua_rawgeti(L, -1, i + 1);
+        int isnum;
+        lua_Integer e = lua_tointegerx(L, -1, &isnum);
+        lua_pop(L, 1);
+        ok = isnum && e >= 0 && e < PLAN_MAX_EVENTS;
+        l->waits[i] = (int)e;
+    }
+    lua_pop(L, 1);
+    if (!ok) return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s: waits must be a list of at most %d events in [0, %d]",
+                            l->name, PLAN_MAX_WAITS, PLAN_MAX_EVENTS - 1);
+    l->n_waits = n;
+    return ATTNBWD_OK;
+}
+
 static attnbwd_status read_launch(lua_State *L, int t, plan_launch *l) {
     lua_getfield(L, t, "name");
     l->name = lua_type(L, -1) == LUA_TSTRING ? strdup(lua_tostring(L, -1)) : NULL;
@@ -117,6 +151,30 @@ static attnbwd_status read_launch(lua_State *L, int t, plan_launch *l) {
     }
     lua_pop(L, 1);
     if (!l->args || l->n_args != n) return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s has an argument that is not a string", l->name);
+    return read_lanes(L, t, l);
+}
+
+/* Every wait names an event an earlier launch signalled (so plan order is a
+ * valid order on one stream) and each event is signalled once. */
+static attnbwd_status check_events(kernel_plan *p) {
+    int signalled[PLAN_MAX_EVENTS] = {0};
+    p->n_lanes = 1;
+    p->n_events = 0;
+    for (int i = 0; i < p->n_launches; ++i) {
+        const plan_launch *l = &p->launches[i];
+        for (int w = 0; w < l->n_waits; ++w)
+            if (!signalled[l->waits[w]])
+                return err_set(ATTNBWD_ERR_LUA, "Lua: launch %d (%s) waits on event %d, which no earlier launch signals",
+                               i + 1, l->name, l->waits[w]);
+        if (l->signal >= 0) {
+            if (signalled[l->signal])
+                return err_set(ATTNBWD_ERR_LUA, "Lua: event %d is signalled twice (launch %d, %s)", l->signal, i + 1,
+                               l->name);
+            signalled[l->signal] = 1;
+            if (l->signal + 1 > p->n_events) p->n_events = l->signal + 1;
+        }
+        if (l->lane + 1 > p->n_lanes) p->n_lanes = l->lane + 1;
+    }
     return ATTNBWD_OK;
 }
 
@@ -140,6 +198,7 @@ static attnbwd_status read_launches(lua_State *L, int t, kernel_plan *p) {
         lua_pop(L, 1);
     }
     lua_pop(L, 1);
+    if (s == ATTNBWD_OK) s = check_events(p);
     lua_getfield(L, t, "workspace_bytes");
     int isnum;
     lua_Integer ws = lua_tointegerx(L, -1, &isnum);

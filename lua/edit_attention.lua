@@ -205,7 +205,7 @@ end
 -- its launches in order and its source parts. Both plans below use one.
 local function new_plan(shape, t)
   local p = { prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", shape.batch, shape.seq_len, t.precision),
-              ws = {}, ws_bytes = 0, launches = {}, parts = {} }
+              ws = {}, ws_bytes = 0, launches = {}, parts = {}, lane = 0, waiting = {}, events = {}, n_events = 0 }
   function p.reserve(name, floats)
     p.ws[name] = p.ws_bytes
     p.ws_bytes = p.ws_bytes + ((floats * 4 + 255) // 256) * 256
@@ -215,13 +215,34 @@ local function new_plan(shape, t)
   function p.render(template, values) p.parts[#p.parts + 1] = render.render(template, values) end
   function p.kernel(name, grid, args, block, smem)
     p.launches[#p.launches + 1] = { name = p.prefix .. "_" .. name, grid = grid, block = block or { 256, 1, 1 },
-                                    shared_bytes = smem or 0, args = args }
+                                    shared_bytes = smem or 0, args = args, lane = p.lane,
+                                    waits = p.waiting[p.lane] }
+    p.waiting[p.lane] = nil
+  end
+  -- Lanes: launches that follow p.on(n) run on lane n (0: the caller's
+  -- stream; 1, 2: the library's, forked from it and joined back). p.signal
+  -- names the point after the last launch; p.wait makes the next launch on
+  -- the current lane start after that point.
+  function p.on(lane) p.lane = lane end
+  function p.signal(name)
+    local last = p.launches[#p.launches]
+    assert(last.lane == p.lane, "signal " .. name .. ": the last launch is on another lane")
+    if not last.signal then
+      last.signal, p.n_events = p.n_events, p.n_events + 1
+    end
+    p.events[name] = last.signal
+  end
+  function p.wait(name)
+    local w = p.waiting[p.lane] or {}
+    w[#w + 1] = assert(p.events[name], "wait on " .. name .. " before it is signalled")
+    p.waiting[p.lane] = w
   end
   -- Column sums of x [rows, cols] into out, in two fixed-order steps (templates/colsum.cu).
-  function p.colsum(x, out, rows, cols)
+  function p.colsum(x, out, rows, cols, part)
+    part = part or "colpart"
     p.kernel("colsum_partial", { ceil_div(cols, 256), COL_SPLIT, 1 },
-             { x, p.wsp("colpart"), "i64:" .. rows, "i32:" .. cols })
-    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp("colpart"), out, "i32:" .. cols })
+             { x, p.wsp(part), "i64:" .. rows, "i32:" .. cols })
+    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp(part), out, "i32:" .. cols })
   end
   -- The edit-bias gradients from gS (templates/edit_attention_bwd.cu): one
   -- bias_grads block per (row, head), then one bias_final block per head.
@@ -267,23 +288,19 @@ local function plan_fused(shape, t, arch)
   -- Each product on mma.sync, or (wg = 1) on wgmma with B transposed into
   -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
   -- to TF32): whichever the model says is faster, the transpose included.
-  local split_floats, tb_floats = 0, 0
   for _, g in ipairs(products) do
     g.choice = M.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch))
     if t.wg == 1 and not g.tb then
-      local kp = ceil_div(g.k, 4) * 4
       local w = M.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch))
       w.time = w.time + 2 * g.n * g.k * 4 / 2.6e12 + 9e-6 -- the transpose, as measured (2.6 TB/s, 12 us at 4 MB)
-      if w.time < g.choice.time then
-        g.choice, g.kp = w, kp
-        tb_floats = math.max(tb_floats, g.n * kp)
-      end
+      if w.time < g.choice.time then g.choice, g.kp = w, ceil_div(g.k, 4) * 4 end
     end
-    if g.choice.splits > 1 then split_floats = math.max(split_floats, g.choice.splits * g.m * g.n) end
   end
 
   -- Workspace: gA [BT,1024], grad_qkv [BT,3072], D [B,16,T], within/cross
-  -- partials, gS, bias partials, column-sum partials, split-K partial products.
+  -- partials, gS, bias partials, column-sum partials; per product its
+  -- split-K partial products and its B transposed (wgmma): products may run
+  -- side by side, so none shares a region with another.
   local T4 = ceil_div(T, 4) * 4 -- gS rows, padded for 16-byte loads
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
@@ -291,9 +308,12 @@ local function plan_fused(shape, t, arch)
   p.reserve("wcpart", B * H * NJ * 2)
   p.reserve("gs", t.gs_store == 1 and B * H * T * T4 or 0)
   p.reserve("biaspart", H * POS * 2)
-  p.reserve("colpart", COL_SPLIT * QKV)
-  p.reserve("splitk", split_floats)
-  p.reserve("tB", tb_floats) -- B of the wgmma products, transposed; reused product after product
+  p.reserve("colpart_out", COL_SPLIT * HID)
+  p.reserve("colpart_qkv", COL_SPLIT * QKV)
+  for _, g in ipairs(products) do
+    if g.choice.splits > 1 then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
+    if g.choice.wg then p.reserve("tB_" .. g.name, g.n * g.kp) end
+  end
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
 
   local any_wg = false
@@ -304,23 +324,26 @@ local function plan_fused(shape, t, arch)
     p.render("gemm_wg.cu", {})
     p.render("transpose.cu", { PREFIX = p.prefix })
   end
-  -- src [rows, cols] -> region [cols, ldd], zero-padded (templates/transpose.cu).
-  local function transpose(src, region, rows, cols, ldd)
-    p.kernel("transpose", { ceil_div(ldd, 64), ceil_div(cols, 64), 1 },
-             { src, wsp(region), "i64:" .. rows, "i32:" .. cols, "i64:" .. ldd })
+  -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
+  -- rounded (templates/transpose.cu); nothing for an mma.sync product.
+  local function transpose_b(g)
+    if not g.choice.wg then return end
+    p.kernel("transpose", { ceil_div(g.kp, 64), ceil_div(g.n, 64), 1 },
+             { bind(g.b), wsp("tB_" .. g.name), "i64:" .. g.k, "i32:" .. g.n, "i64:" .. g.kp })
   end
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
     local split = g.choice.splits > 1
-    local grid, out = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }, split and wsp("splitk") or bind(g.c)
+    local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
+    local out = split and wsp("splitk_" .. g.name) or bind(g.c)
     if g.choice.wg then
-      transpose(bind(g.b), "tB", g.k, g.n, g.kp)
       p.render("gemm_wg_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
         LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,
         SPLITS = g.choice.splits,
       })
-      p.kernel(g.name, grid, { bind(g.a), wsp("tB"), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 }, wg_smem(c, g.ta))
+      p.kernel(g.name, grid, { bind(g.a), wsp("tB_" .. g.name), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 },
+               wg_smem(c, g.ta))
     else
       p.render("gemm_tc_kernel.cu", {
         NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
@@ -333,13 +356,30 @@ local function plan_fused(shape, t, arch)
     if split then
       p.render("splitk_reduce_kernel.cu", {
         NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
-      p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 }, { wsp("splitk"), bind(g.c), "f32:one" })
+      p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
+               { wsp("splitk_" .. g.name), bind(g.c), "f32:one" })
     end
   end
 
-  gemm(products[1])
-  gemm(products[2])
-  p.colsum("in:grad_output", "out:grad_out_bias", BT, HID)
+  -- Three lanes. Lane 0, the caller's stream, is the chain every output
+  -- waits on: gA, the attention pass, gQ, grad_hidden. What needs only the
+  -- inputs (grad_out_weight, grad_out_bias, the transposed weights) runs on
+  -- lanes 1 and 2 beside it, and what needs only gS or grad_qkv (the bias
+  -- sums, grad_qkv_weight, grad_qkv_bias) beside the rest of the chain. Most
+  -- of these kernels fill a fraction of the GPU on small shapes; side by side
+  -- they fill it together. Launches are issued in the order the chain needs.
+  local gattn, gow, ghid, gqw = products[1], products[2], products[3], products[4]
+  transpose_b(gattn)
+  gemm(gattn)
+  p.on(1)
+  transpose_b(ghid)
+  if ghid.choice.wg then p.signal("ghid_b") end
+  transpose_b(gow)
+  gemm(gow)
+  p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out")
+  p.on(2)
+  transpose_b(gqw)
+  p.on(0)
   p.kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
   if t.gs_store == 0 then -- the red.add targets start at zero
     p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
@@ -352,10 +392,15 @@ local function plan_fused(shape, t, arch)
            "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
            "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil,
          attention_smem(t.bj, t.gs_store))
+  p.signal("attention")
   if t.gs_store == 0 then
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    p.signal("grad_qkv")
   else
+    p.on(1)
+    p.wait("attention")
     p.bias_sums(wsp("gs"))
+    p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local c = GEMM_CONFIGS[3]
     local kname = p.prefix .. "_grad_query"
@@ -368,10 +413,17 @@ local function plan_fused(shape, t, arch)
     })
     p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
            { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
+    p.signal("grad_qkv")
   end
-  gemm(products[3])
-  gemm(products[4])
-  p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
+  p.on(2)
+  p.wait("grad_qkv")
+  gemm(gqw)
+  p.on(1)
+  p.wait("grad_qkv")
+  p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+  p.on(0)
+  if ghid.choice.wg then p.wait("ghid_b") end
+  gemm(ghid)
 
   -- Two attention blocks per SM where two fit (each also holds 1 KiB the
   -- system reserves); the kernel then keeps to 128 registers.

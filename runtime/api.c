@@ -114,6 +114,10 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     }
     const char *dump = getenv("ATTNBWD_DUMP_DIR");
     if (dump && *dump) ctx->dump_dir = strdup(dump);
+    /* Every plan's launches in order on the caller's stream, for comparing
+     * against the plan's lanes and for debugging a race. */
+    const char *one = getenv("ATTNBWD_ONE_STREAM");
+    ctx->one_stream = one && *one && strcmp(one, "0");
     log_line(&ctx->log, ATTNBWD_LOG_INFO, "context: arch %s, device %s, cache %s", ctx->arch,
              ctx->have_device ? ctx->dev.name : "none", ctx->cache.dir ? ctx->cache.dir : "off");
     err_clear();
@@ -123,8 +127,15 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
 
 static void kernel_free(attnbwd_kernel *k) {
     if (!k) return;
+    for (int i = 0; i < PLAN_MAX_LANES; ++i) {
+        drv_stream_destroy(&k->ctx->dev, k->lane_streams[i]);
+        drv_event_destroy(&k->ctx->dev, k->join_events[i]);
+    }
+    for (int i = 0; i < PLAN_MAX_EVENTS; ++i) drv_event_destroy(&k->ctx->dev, k->events[i]);
+    drv_event_destroy(&k->ctx->dev, k->fork_event);
     if (k->module) drv_module_unload(&k->ctx->dev, k->module);
     pthread_mutex_destroy(&k->load_mu);
+    pthread_mutex_destroy(&k->launch_mu);
     kernel_plan_free(&k->plan);
     free(k->functions);
     free(k->override);
@@ -271,6 +282,7 @@ static attnbwd_status build_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape,
     k->ctx = ctx;
     k->shape = *shape;
     pthread_mutex_init(&k->load_mu, NULL);
+    pthread_mutex_init(&k->launch_mu, NULL);
     char *manifest = NULL;
     char options[512];
     attnbwd_status s = ATTNBWD_OK;
@@ -328,6 +340,21 @@ attnbwd_status attnbwd_candidates(attnbwd_ctx *ctx, const attnbwd_shape *shape, 
     return gen_candidates(ctx->gen, shape, tiles, n);
 }
 
+/* The streams and events of a plan with more than one lane. */
+static attnbwd_status create_lanes(attnbwd_kernel *k) {
+    drv_device *dev = &k->ctx->dev;
+    const kernel_plan *p = &k->plan;
+    if (p->n_lanes <= 1) return ATTNBWD_OK;
+    attnbwd_status s = k->fork_event ? ATTNBWD_OK : drv_event_create(dev, &k->fork_event);
+    for (int i = 1; s == ATTNBWD_OK && i < p->n_lanes; ++i) {
+        if (!k->lane_streams[i]) s = drv_stream_create(dev, &k->lane_streams[i]);
+        if (s == ATTNBWD_OK && !k->join_events[i]) s = drv_event_create(dev, &k->join_events[i]);
+    }
+    for (int i = 0; s == ATTNBWD_OK && i < p->n_events; ++i)
+        if (!k->events[i]) s = drv_event_create(dev, &k->events[i]);
+    return s;
+}
+
 attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k) {
     if (atomic_load_explicit(&k->function, memory_order_acquire)) return ATTNBWD_OK;
     attnbwd_ctx *ctx = k->ctx;
@@ -347,6 +374,7 @@ attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k) {
             s = drv_module_function(&ctx->dev, k->module, p->launches[i].name, p->launches[i].shared_bytes,
                                     &k->functions[i]);
         if (s == ATTNBWD_OK) s = drv_module_function(&ctx->dev, k->module, p->name, p->shared_bytes, &fn);
+        if (s == ATTNBWD_OK) s = create_lanes(k);
         if (s == ATTNBWD_OK) atomic_store_explicit(&k->function, fn, memory_order_release);
         else err_wrap(s, "loading %s (built for %s) on %s", p->name, k->arch, ctx->dev.name);
     }

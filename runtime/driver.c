@@ -31,6 +31,12 @@
     X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                               \
     X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))         \
     X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))          \
+    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                   \
+    X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                          \
+    X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                      \
+    X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                             \
+    X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                        \
+    X(cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream, CUevent, unsigned))                      \
     X(cuLaunchKernel, "cuLaunchKernel",                                                           \
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
        void **, void **))
@@ -205,6 +211,70 @@ attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3
     if (pushed < 0) return status;
     CU_CHECK(p_cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                               shared_bytes, (CUstream)stream, args, NULL));
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_stream_create(drv_device *dev, void **stream) {
+    attnbwd_status status = ATTNBWD_OK;
+    CUstream st = NULL;
+    *stream = NULL;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    /* Non-blocking: no implicit order with the legacy default stream; the
+     * plan's events give the only order these streams need. */
+    CU_CHECK(p_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    *stream = st;
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_event_create(drv_device *dev, void **event) {
+    attnbwd_status status = ATTNBWD_OK;
+    CUevent ev = NULL;
+    *event = NULL;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+    *event = ev;
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+void drv_stream_destroy(drv_device *dev, void *stream) {
+    if (!stream || !dev->retained) return;
+    attnbwd_status ignored;
+    int pushed = enter(dev, &ignored);
+    p_cuStreamDestroy((CUstream)stream); /* work still queued on it completes first */
+    leave(pushed);
+}
+
+void drv_event_destroy(drv_device *dev, void *event) {
+    if (!event || !dev->retained) return;
+    attnbwd_status ignored;
+    int pushed = enter(dev, &ignored);
+    p_cuEventDestroy((CUevent)event);
+    leave(pushed);
+}
+
+attnbwd_status drv_event_record(drv_device *dev, void *event, void *stream) {
+    attnbwd_status status = ATTNBWD_OK;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuEventRecord((CUevent)event, (CUstream)stream));
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_stream_wait_event(drv_device *dev, void *stream, void *event) {
+    attnbwd_status status = ATTNBWD_OK;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuStreamWaitEvent((CUstream)stream, (CUevent)event, 0));
 cleanup:
     leave(pushed);
     return status;

@@ -41,4 +41,14 @@ attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3
                           const unsigned block[3], unsigned shared_bytes, void *stream,
                           void **args);
 
+/* The library's own streams and events (problem 2 runs independent kernels
+ * side by side on streams forked from the caller's). */
+attnbwd_status drv_stream_create(drv_device *dev, void **stream);
+void drv_stream_destroy(drv_device *dev, void *stream);
+attnbwd_status drv_event_create(drv_device *dev, void **event);
+void drv_event_destroy(drv_device *dev, void *event);
+attnbwd_status drv_event_record(drv_device *dev, void *event, void *stream);
+/* Work queued on stream after this waits for the event's last record. */
+attnbwd_status drv_stream_wait_event(drv_device *dev, void *stream, void *event);
+
 #endif

@@ -28,6 +28,14 @@ struct attnbwd_kernel {
     void *module;
     void **functions;        /* one per plan.launches entry (problem 2) */
     _Atomic(void *) function; /* the plan's own kernel; set last: "loaded" */
+    /* A plan of several lanes: the library's streams (lane_streams[0] unused:
+     * lane 0 is the caller's), the plan's events, and fork/join events.
+     * Created with the module; one launch sequence at a time uses them. */
+    pthread_mutex_t launch_mu;
+    void *lane_streams[PLAN_MAX_LANES];
+    void *events[PLAN_MAX_EVENTS];
+    void *fork_event;
+    void *join_events[PLAN_MAX_LANES];
 };
 
 /* The memory cache: shape (+ tile override) -> kernel, with a "being built"
@@ -51,6 +59,7 @@ struct attnbwd_ctx {
     gen_state *gen;
     kernel_table table;
     char *dump_dir;          /* $ATTNBWD_DUMP_DIR: sources, logs, cubins */
+    int one_stream;          /* $ATTNBWD_ONE_STREAM: plans run on the caller's stream alone */
 };
 
 /* kernel_table.c */

@@ -139,6 +139,68 @@ static void candidates_are_valid(void **state) {
  * kernels index (the tensor-core tiles need more than the default 48 KiB),
  * the fused attention covers every key block of every (b, h), and a product
  * whose K is split is followed by the reduce of its slices. */
+/* Launch a finishes before launch b starts, by the plan's lanes: b follows
+ * a on one lane, or waits (through a chain) on an event signalled at or
+ * after a on a's lane. before[b] holds every such a, as a bit set. */
+static void happens_before(const kernel_plan *p, uint64_t before[]) {
+    int signaller[PLAN_MAX_EVENTS], last[PLAN_MAX_LANES];
+    for (int i = 0; i < PLAN_MAX_EVENTS; ++i) signaller[i] = -1;
+    for (int i = 0; i < PLAN_MAX_LANES; ++i) last[i] = -1;
+    for (int b = 0; b < p->n_launches; ++b) {
+        const plan_launch *l = &p->launches[b];
+        before[b] = 0;
+        if (last[l->lane] >= 0) before[b] |= before[last[l->lane]] | (1ull << last[l->lane]);
+        for (int w = 0; w < l->n_waits; ++w) {
+            const int a = signaller[l->waits[w]];
+            assert_true(a >= 0 && a < b);
+            before[b] |= before[a] | (1ull << a);
+        }
+        if (l->signal >= 0) signaller[l->signal] = b;
+        last[l->lane] = b;
+    }
+}
+
+/* Launches that share a workspace region or an output run one after the
+ * other, except readers of a finished region: the three of grad_qkv
+ * (grad_hidden, grad_qkv_weight, its column sums) and the two of gS (the
+ * bias sums, gQ). The side lanes must carry real work on a plan this size. */
+static void check_lanes(const kernel_plan *p) {
+    assert_true(p->n_launches <= 64);
+    uint64_t before[64];
+    happens_before(p, before);
+    static const char *readers[][3] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial"},
+                                       {"_bias_grads", "_grad_query", "_grad_query"}};
+    for (int b = 0; b < p->n_launches; ++b)
+        for (int a = 0; a < b; ++a) {
+            const plan_launch *x = &p->launches[a], *y = &p->launches[b];
+            int shared = 0;
+            for (int i = 0; i < x->n_args; ++i)
+                for (int j = 0; j < y->n_args; ++j)
+                    shared |= (!strncmp(x->args[i], "ws:", 3) || !strncmp(x->args[i], "out:", 4)) &&
+                              !strcmp(x->args[i], y->args[j]);
+            if (!shared || (before[b] >> a & 1)) continue;
+            int both_read = 0;
+            for (int r = 0; r < 2; ++r) {
+                int ia = 0, ib = 0;
+                for (int k = 0; k < 3; ++k) {
+                    ia |= strstr(x->name, readers[r][k]) && !strstr(x->name, "_reduce");
+                    ib |= strstr(y->name, readers[r][k]) && !strstr(y->name, "_reduce");
+                }
+                both_read |= ia && ib;
+            }
+            if (!both_read) fail_msg("%s (launch %d) and %s (launch %d) share an argument but may overlap", x->name,
+                                     a, y->name, b);
+        }
+    int side = 0;
+    for (int i = 0; i < p->n_launches; ++i) side += p->launches[i].lane != 0;
+    if (strstr(p->tiles, "fused=1")) {
+        assert_int_equal(p->n_lanes, 3);
+        assert_true(side >= 4 && p->n_launches - side >= 4);
+    } else {
+        assert_int_equal(p->n_lanes, 1);
+    }
+}
+
 static void edit_attention_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -185,22 +247,25 @@ static void edit_attention_plans(void **state) {
                 }
             }
             assert_int_equal(attention, fused);
-            /* wgmma products read B transposed: each transpose feeds the product
-             * right after it, its [cols, ldd] region lies inside the workspace,
-             * and only such a plan asks NVRTC for sm_90a. */
+            /* wgmma products read B transposed: each transpose feeds its product
+             * (the next launch with that region), its [cols, ldd] region lies
+             * inside the workspace, and only such a plan asks NVRTC for sm_90a. */
             int transposes = 0;
             for (int l = 0; l < p.n_launches; ++l) {
                 const plan_launch *x = &p.launches[l];
                 if (!strstr(x->name, "_transpose")) continue;
                 transposes++;
-                assert_true(l + 1 < p.n_launches && x->n_args == 5);
-                assert_non_null(strstr(p.launches[l + 1].name, "_grad_"));
-                assert_string_equal(p.launches[l + 1].args[1], x->args[1]);
+                assert_true(x->n_args == 5);
+                int user = l + 1;
+                while (user < p.n_launches && strcmp(p.launches[user].args[1], x->args[1])) user++;
+                assert_true(user < p.n_launches);
+                assert_non_null(strstr(p.launches[user].name, "_grad_"));
                 const unsigned long long off = strtoull(x->args[1] + 3, NULL, 10);
                 const unsigned long long cols = strtoull(x->args[3] + 4, NULL, 10);
                 const unsigned long long ldd = strtoull(x->args[4] + 4, NULL, 10);
                 assert_true(ldd % 4 == 0 && off + 4 * cols * ldd <= p.workspace_bytes);
             }
+            check_lanes(&p);
             assert_string_equal(p.compile_arch, transposes ? "sm_90a" : "");
             if (transposes) assert_non_null(strstr(p.tiles, "wg=1"));
             /* The four projection products, and gQ from the stored gS. */
