@@ -298,6 +298,53 @@ static attnbwd_status launch_edit_one(void *user, void *s) {
     return edit_attention_launch_range(l->k, l->da, s, l->index, 1);
 }
 
+/* The plan once more, in plan order on one stream (outputs and workspace
+ * poisoned again), against what its lanes wrote: every kernel is
+ * deterministic, so the two must agree bit for bit; a difference means the
+ * lanes let a kernel read what another had not finished writing. *same is 0
+ * then, with the first difference in why. */
+static attnbwd_status compare_plan_order(attnbwd_kernel *k, const suite_case *c, const edit_dev *d,
+                                         const edit_args *da, cudaStream_t s, int *same, char *why, size_t cap) {
+    attnbwd_status st = ATTNBWD_OK;
+    const int64_t B = c->shape.batch, T = c->shape.seq_len;
+    float *saved[NOUT] = {0}, *a = NULL, *b = NULL;
+    size_t max_n = 0;
+    *same = 1;
+    for (int i = 0; i < NOUT; i++) {
+        const size_t n = sz_elems(out_desc[i].size, B, T);
+        max_n = n > max_n ? n : max_n;
+        CUDA_TRY(cudaMalloc((void **)&saved[i], n * 4), "cudaMalloc (the lanes' outputs)");
+        CUDA_TRY(cudaMemcpy(saved[i], d->out[i], n * 4, cudaMemcpyDeviceToDevice), "cudaMemcpy (the lanes' outputs)");
+        CUDA_TRY(cudaMemset(d->out[i], 0xFF, n * 4), "cudaMemset (NaN poison)");
+    }
+    if (d->ws_bytes) CUDA_TRY(cudaMemset(d->ws, 0xFF, d->ws_bytes), "cudaMemset (workspace poison)");
+    CUDA_TRY(cudaDeviceSynchronize(), "cudaDeviceSynchronize before the plan-order run");
+    if ((st = edit_attention_launch_range(k, da, s, 0, k->plan.n_launches)) != ATTNBWD_OK) goto cleanup;
+    CUDA_TRY(cudaStreamSynchronize(s), "the plan-order run (cudaStreamSynchronize)");
+    if (!(a = malloc(max_n * 4)) || !(b = malloc(max_n * 4))) {
+        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
+        goto cleanup;
+    }
+    for (int i = 0; i < NOUT && *same; i++) {
+        const size_t n = sz_elems(out_desc[i].size, B, T);
+        CUDA_TRY(cudaMemcpy(a, saved[i], n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (the lanes' outputs back)");
+        CUDA_TRY(cudaMemcpy(b, d->out[i], n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (plan order's outputs back)");
+        for (size_t j = 0; j < n; j++)
+            if (memcmp(&a[j], &b[j], 4)) {
+                snprintf(why, cap, "%s[%zu] = %.9g on the plan's lanes, %.9g in plan order on one stream",
+                         out_desc[i].name, j, (double)a[j], (double)b[j]);
+                *same = 0;
+                break;
+            }
+    }
+cleanup:
+    for (int i = 0; i < NOUT; i++)
+        cudaFree(saved[i]);
+    free(a);
+    free(b);
+    return st;
+}
+
 typedef struct kernel_time {
     const char *name;
     double us;
@@ -543,6 +590,16 @@ attnbwd_status check_edit_case_ex(attnbwd_ctx *ctx, const suite_case *c, uint64_
     summarise(c, o, r);
     if (outputs)
         memcpy(outputs, o, sizeof o);
+    if (k->plan.n_lanes > 1) {
+        int same = 1;
+        char why[200];
+        if ((st = compare_plan_order(k, c, &d, &da, s, &same, why, sizeof why)) != ATTNBWD_OK)
+            goto cleanup;
+        if (!same) {
+            r->pass = 0;
+            snprintf(r->message, sizeof r->message, "lanes and plan order differ: %s", why);
+        }
+    }
 cleanup:
     if (launched)
         cudaStreamSynchronize(s); /* nothing is freed under a running kernel */

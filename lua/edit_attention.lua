@@ -62,12 +62,12 @@ function M.heuristic(shape, arch)
   -- Keys per attention block: 64 unless that leaves the SMs short of two blocks each.
   local bj = (ceil_div(T, 64) * B * H < 2 * SMS) and 32 or 64
   local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1,
-              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 0 }
+              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1 }
   -- A device with less shared memory: smaller key blocks, else the first sequence (no big tiles).
   local limit = smem_limit(arch)
   local function fits(bj) return attention_smem(bj, 1) + 8 * bj + 32 <= limit end
   if not fits(t.bj) then t.bj = 32 end
-  if not fits(t.bj) then t.fused = 0 end
+  if not fits(t.bj) then t.fused, t.kv_split = 0, 0 end
   return t
 end
 
@@ -121,13 +121,13 @@ function M.candidates(shape)
       end
     end
   end
-  for _, bj in ipairs { 32, 64 } do -- gV and gK on separate warps (not yet measured: not the default)
+  for _, bj in ipairs { 32, 64 } do -- gV and gK on every warp (the default before 2026-12-03)
     local t = M.heuristic(shape)
-    t.bj, t.kv_split = bj, 1
+    t.bj, t.kv_split = bj, 0
     add(t)
   end
   local legacy = M.heuristic(shape)
-  legacy.fused, legacy.wg = 0, 0
+  legacy.fused, legacy.wg, legacy.kv_split = 0, 0, 0
   add(legacy)
   return out
 end

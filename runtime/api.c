@@ -118,6 +118,10 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
      * against the plan's lanes and for debugging a race. */
     const char *one = getenv("ATTNBWD_ONE_STREAM");
     ctx->one_stream = one && *one && strcmp(one, "0");
+    /* Lane 0 of a plan on a stream of our own at the greatest priority
+     * (1, the default), or on the caller's stream (0). */
+    const char *pri = getenv("ATTNBWD_LANE_PRIORITY");
+    ctx->lane_priority = !(pri && !strcmp(pri, "0"));
     log_line(&ctx->log, ATTNBWD_LOG_INFO, "context: arch %s, device %s, cache %s", ctx->arch,
              ctx->have_device ? ctx->dev.name : "none", ctx->cache.dir ? ctx->cache.dir : "off");
     err_clear();
@@ -346,8 +350,8 @@ static attnbwd_status create_lanes(attnbwd_kernel *k) {
     const kernel_plan *p = &k->plan;
     if (p->n_lanes <= 1) return ATTNBWD_OK;
     attnbwd_status s = k->fork_event ? ATTNBWD_OK : drv_event_create(dev, &k->fork_event);
-    for (int i = 1; s == ATTNBWD_OK && i < p->n_lanes; ++i) {
-        if (!k->lane_streams[i]) s = drv_stream_create(dev, &k->lane_streams[i]);
+    for (int i = 0; s == ATTNBWD_OK && i < p->n_lanes; ++i) {
+        if (!k->lane_streams[i]) s = drv_stream_create(dev, i == 0, &k->lane_streams[i]);
         if (s == ATTNBWD_OK && !k->join_events[i]) s = drv_event_create(dev, &k->join_events[i]);
     }
     for (int i = 0; s == ATTNBWD_OK && i < p->n_events; ++i)

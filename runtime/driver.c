@@ -31,7 +31,8 @@
     X(cuModuleUnload, "cuModuleUnload", (CUmodule))                                               \
     X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction *, CUmodule, const char *))         \
     X(cuFuncSetAttribute, "cuFuncSetAttribute", (CUfunction, CUfunction_attribute, int))          \
-    X(cuStreamCreate, "cuStreamCreate", (CUstream *, unsigned))                                   \
+    X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", (CUstream *, unsigned, int))      \
+    X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", (int *, int *))                 \
     X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream))                                          \
     X(cuEventCreate, "cuEventCreate", (CUevent *, unsigned))                                      \
     X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                             \
@@ -216,15 +217,17 @@ cleanup:
     return status;
 }
 
-attnbwd_status drv_stream_create(drv_device *dev, void **stream) {
+attnbwd_status drv_stream_create(drv_device *dev, int high_priority, void **stream) {
     attnbwd_status status = ATTNBWD_OK;
     CUstream st = NULL;
     *stream = NULL;
     int pushed = enter(dev, &status);
     if (pushed < 0) return status;
+    int least = 0, greatest = 0;
+    CU_CHECK(p_cuCtxGetStreamPriorityRange(&least, &greatest));
     /* Non-blocking: no implicit order with the legacy default stream; the
      * plan's events give the only order these streams need. */
-    CU_CHECK(p_cuStreamCreate(&st, CU_STREAM_NON_BLOCKING));
+    CU_CHECK(p_cuStreamCreateWithPriority(&st, CU_STREAM_NON_BLOCKING, high_priority ? greatest : least));
     *stream = st;
 cleanup:
     leave(pushed);

@@ -28,9 +28,10 @@ struct attnbwd_kernel {
     void *module;
     void **functions;        /* one per plan.launches entry (problem 2) */
     _Atomic(void *) function; /* the plan's own kernel; set last: "loaded" */
-    /* A plan of several lanes: the library's streams (lane_streams[0] unused:
-     * lane 0 is the caller's), the plan's events, and fork/join events.
-     * Created with the module; one launch sequence at a time uses them. */
+    /* A plan of several lanes: the library's streams (lane_streams[0] at the
+     * greatest priority, for the chain every output waits on), the plan's
+     * events, and fork/join events. Created with the module; one launch
+     * sequence at a time uses them. */
     pthread_mutex_t launch_mu;
     void *lane_streams[PLAN_MAX_LANES];
     void *events[PLAN_MAX_EVENTS];
@@ -60,6 +61,7 @@ struct attnbwd_ctx {
     kernel_table table;
     char *dump_dir;          /* $ATTNBWD_DUMP_DIR: sources, logs, cubins */
     int one_stream;          /* $ATTNBWD_ONE_STREAM: plans run on the caller's stream alone */
+    int lane_priority;       /* $ATTNBWD_LANE_PRIORITY != 0: lane 0 on our high-priority stream */
 };
 
 /* kernel_table.c */
@@ -80,9 +82,10 @@ attnbwd_status kernel_get(attnbwd_ctx *ctx, const attnbwd_shape *shape, const ch
 /* Loads the module at the first launch; fails clearly without a device. */
 attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k);
 
-/* Launches [first, first + count) of a problem-2 plan, arguments unchecked:
- * attnbwd_edit_attention_bwd checks them, then runs them all; the check
- * harness times them one by one. */
+/* Launches [first, first + count) of a problem-2 plan in plan order on
+ * `stream`, arguments unchecked (attnbwd_edit_attention_bwd checks them and
+ * runs the plan on its lanes); the check harness times kernels one by one
+ * with it, and compares the lanes' outputs with plan order's. */
 attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream,
                                            int first, int count);
 

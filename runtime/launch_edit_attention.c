@@ -78,6 +78,58 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spe
     return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention.lua: unknown kernel argument '%s'", spec);
 }
 
+/* One launch of the plan on `stream`, its arguments bound. */
+static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, int i, void *stream) {
+    const plan_launch *l = &k->plan.launches[i];
+    const float one = 1.0f;
+    arg_value values[16];
+    void *argv[16];
+    attnbwd_status s;
+    for (int a = 0; a < l->n_args && a < 16; ++a) {
+        if ((s = bind(args, l->args[a], &one, &values[a])) != ATTNBWD_OK) return s;
+        argv[a] = &values[a];
+    }
+    s = drv_launch(&k->ctx->dev, k->functions[i], l->grid, l->block, l->shared_bytes, stream, argv);
+    return s == ATTNBWD_OK ? s : err_wrap(s, "launching %s", l->name);
+}
+
+/* The whole plan on its lanes: our streams fork from the caller's, run
+ * their launches after the events each waits on, and join back, so the
+ * caller's stream sees one operation that starts after its earlier work and
+ * ends after every kernel of the plan (CUDA graph capture follows the same
+ * fork and join). Lane 0, the chain every output waits on, runs on our
+ * stream of the greatest priority, so that its blocks go first when the side
+ * lanes' kernels also wait for SMs (or on the caller's stream, with
+ * ATTNBWD_LANE_PRIORITY=0). The joins are queued even after a failed
+ * launch, so no stream of ours is left ahead of the caller's. */
+static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
+    drv_device *dev = &k->ctx->dev;
+    const kernel_plan *p = &k->plan;
+    void *lanes[PLAN_MAX_LANES];
+    for (int i = 0; i < p->n_lanes; ++i) lanes[i] = k->lane_streams[i];
+    if (!k->ctx->lane_priority) lanes[0] = stream;
+    const int first = lanes[0] == stream; /* the first lane of ours */
+    pthread_mutex_lock(&k->launch_mu); /* the events are the kernel's, one sequence at a time */
+    attnbwd_status s = drv_event_record(dev, k->fork_event, stream);
+    for (int lane = first; s == ATTNBWD_OK && lane < p->n_lanes; ++lane)
+        s = drv_stream_wait_event(dev, lanes[lane], k->fork_event);
+    int forked = s == ATTNBWD_OK;
+    for (int i = 0; s == ATTNBWD_OK && i < p->n_launches; ++i) {
+        const plan_launch *l = &p->launches[i];
+        void *st = lanes[l->lane];
+        for (int w = 0; s == ATTNBWD_OK && w < l->n_waits; ++w) s = drv_stream_wait_event(dev, st, k->events[l->waits[w]]);
+        if (s == ATTNBWD_OK) s = launch_one(k, args, i, st);
+        if (s == ATTNBWD_OK && l->signal >= 0) s = drv_event_record(dev, k->events[l->signal], st);
+    }
+    for (int lane = first; forked && lane < p->n_lanes; ++lane) {
+        attnbwd_status j = drv_event_record(dev, k->join_events[lane], lanes[lane]);
+        if (j == ATTNBWD_OK) j = drv_stream_wait_event(dev, stream, k->join_events[lane]);
+        if (s == ATTNBWD_OK) s = j;
+    }
+    pthread_mutex_unlock(&k->launch_mu);
+    return s;
+}
+
 attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
     if (!k) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "kernel is NULL");
     if (!args) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args is NULL");
@@ -98,52 +150,10 @@ attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_
                        "args->workspace: %zu bytes at %p; the kernel needs %zu bytes, 256-byte aligned "
                        "(attnbwd_edit_attention_workspace)", args->workspace_bytes, args->workspace,
                        k->plan.workspace_bytes);
+    attnbwd_status s = kernel_ensure_loaded(k);
+    if (s != ATTNBWD_OK) return s;
+    if (k->plan.n_lanes > 1 && !k->ctx->one_stream) return launch_lanes(k, args, stream);
     return edit_attention_launch_range(k, args, stream, 0, k->plan.n_launches);
-}
-
-/* One launch of the plan on `stream`, its arguments bound. */
-static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, int i, void *stream) {
-    const plan_launch *l = &k->plan.launches[i];
-    const float one = 1.0f;
-    arg_value values[16];
-    void *argv[16];
-    attnbwd_status s;
-    for (int a = 0; a < l->n_args && a < 16; ++a) {
-        if ((s = bind(args, l->args[a], &one, &values[a])) != ATTNBWD_OK) return s;
-        argv[a] = &values[a];
-    }
-    s = drv_launch(&k->ctx->dev, k->functions[i], l->grid, l->block, l->shared_bytes, stream, argv);
-    return s == ATTNBWD_OK ? s : err_wrap(s, "launching %s", l->name);
-}
-
-/* The whole plan on its lanes: lanes 1.. fork from the caller's stream, run
- * their launches after the events each waits on, and join back, so the
- * caller's stream sees one operation that starts after its earlier work and
- * ends after every kernel of the plan (CUDA graph capture follows the same
- * fork and join). The joins are queued even after a failed launch, so no
- * stream of ours is left ahead of the caller's. */
-static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
-    drv_device *dev = &k->ctx->dev;
-    const kernel_plan *p = &k->plan;
-    pthread_mutex_lock(&k->launch_mu); /* the events are the kernel's, one sequence at a time */
-    attnbwd_status s = drv_event_record(dev, k->fork_event, stream);
-    for (int lane = 1; s == ATTNBWD_OK && lane < p->n_lanes; ++lane)
-        s = drv_stream_wait_event(dev, k->lane_streams[lane], k->fork_event);
-    int forked = s == ATTNBWD_OK;
-    for (int i = 0; s == ATTNBWD_OK && i < p->n_launches; ++i) {
-        const plan_launch *l = &p->launches[i];
-        void *st = l->lane ? k->lane_streams[l->lane] : stream;
-        for (int w = 0; s == ATTNBWD_OK && w < l->n_waits; ++w) s = drv_stream_wait_event(dev, st, k->events[l->waits[w]]);
-        if (s == ATTNBWD_OK) s = launch_one(k, args, i, st);
-        if (s == ATTNBWD_OK && l->signal >= 0) s = drv_event_record(dev, k->events[l->signal], st);
-    }
-    for (int lane = 1; forked && lane < p->n_lanes; ++lane) {
-        attnbwd_status j = drv_event_record(dev, k->join_events[lane], k->lane_streams[lane]);
-        if (j == ATTNBWD_OK) j = drv_stream_wait_event(dev, stream, k->join_events[lane]);
-        if (s == ATTNBWD_OK) s = j;
-    }
-    pthread_mutex_unlock(&k->launch_mu);
-    return s;
 }
 
 attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream,
@@ -153,10 +163,7 @@ attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit
                        k->plan.n_launches);
     attnbwd_status s = kernel_ensure_loaded(k);
     if (s != ATTNBWD_OK) return s;
-    if (first == 0 && count == k->plan.n_launches && k->plan.n_lanes > 1 && !k->ctx->one_stream)
-        return launch_lanes(k, args, stream);
-    /* Part of the plan (the check harness times kernels one by one), or one
-     * lane: plan order on the caller's stream meets every wait. */
+    /* Plan order on the caller's stream meets every wait of the lanes. */
     for (int i = first; s == ATTNBWD_OK && i < first + count; ++i) s = launch_one(k, args, i, stream);
     return s;
 }

@@ -26,6 +26,7 @@ constexpr int kInRegisters = {{IN_REGISTERS}}; // 1: the row stays in registers;
 constexpr int kHeadFastest = {{HEAD_FASTEST}};
 constexpr int kSplit = {{SPLIT}};          // 1: T % 4 != 0, rows split into scalars | 16-byte body | scalars
 constexpr int kUnroll = {{UNROLL}};        // two-pass mode: vectors in flight per thread
+constexpr int kStreaming = {{STREAMING}};  // 1: .cs loads and stores (evict first); 0: default caching
 constexpr i64 kRows = kB * kH * kT;
 constexpr int kNVec = (int)(kT / kVec);    // vectors per row (split rows: at most this many)
 constexpr int kPerThread = (kNVec + kTpr - 1) / kTpr;
@@ -33,32 +34,39 @@ constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
 static_assert(kT % kVec == 0 || (kSplit && kVec == 4), "vector width must divide T");
 static_assert((kTpr & (kTpr - 1)) == 0 && kTpr <= kBlock && kBlock % kTpr == 0, "bad tiles");
 
-// Loads of kVec floats: streaming (read once, evict first) for the big tensors.
+// The big tensors are read once and written once: streaming (.cs, evict
+// first) or, as an exploration choice, the default cache policy.
+template <typename T> __device__ __forceinline__ T load_big(const T *p) { return kStreaming ? __ldcs(p) : *p; }
+template <typename T> __device__ __forceinline__ void store_big(T *p, T v) {
+    if (kStreaming) __stcs(p, v); else *p = v;
+}
+
+// Loads of kVec floats.
 template <int V> struct Vec;
 template <> struct Vec<4> {
     float v[4];
     __device__ __forceinline__ void load(const float *p) {
-        float4 t = __ldcs(reinterpret_cast<const float4 *>(p));
+        float4 t = load_big(reinterpret_cast<const float4 *>(p));
         v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
     }
     __device__ __forceinline__ void store(float *p) const {
-        __stcs(reinterpret_cast<float4 *>(p), make_float4(v[0], v[1], v[2], v[3]));
+        store_big(reinterpret_cast<float4 *>(p), make_float4(v[0], v[1], v[2], v[3]));
     }
 };
 template <> struct Vec<2> {
     float v[2];
     __device__ __forceinline__ void load(const float *p) {
-        float2 t = __ldcs(reinterpret_cast<const float2 *>(p));
+        float2 t = load_big(reinterpret_cast<const float2 *>(p));
         v[0] = t.x; v[1] = t.y;
     }
     __device__ __forceinline__ void store(float *p) const {
-        __stcs(reinterpret_cast<float2 *>(p), make_float2(v[0], v[1]));
+        store_big(reinterpret_cast<float2 *>(p), make_float2(v[0], v[1]));
     }
 };
 template <> struct Vec<1> {
     float v[1];
-    __device__ __forceinline__ void load(const float *p) { v[0] = __ldcs(p); }
-    __device__ __forceinline__ void store(float *p) const { __stcs(p, v[0]); }
+    __device__ __forceinline__ void load(const float *p) { v[0] = load_big(p); }
+    __device__ __forceinline__ void store(float *p) const { store_big(p, v[0]); }
 };
 
 // kVec mask bytes as one word; the shared mask is cached (other heads reuse
@@ -69,9 +77,9 @@ __device__ __forceinline__ unsigned load_mask(const u8 *p) {
     return __ldg(p);
 }
 __device__ __forceinline__ unsigned load_dropout(const u8 *p) {
-    if (kVec == 4) return __ldcs(reinterpret_cast<const unsigned *>(p));
-    if (kVec == 2) return __ldcs(reinterpret_cast<const unsigned short *>(p));
-    return __ldcs(p);
+    if (kVec == 4) return load_big(reinterpret_cast<const unsigned *>(p));
+    if (kVec == 2) return load_big(reinterpret_cast<const unsigned short *>(p));
+    return load_big(p);
 }
 __device__ __forceinline__ bool byte_set(unsigned w, int e) { return (w >> (8 * e)) & 0xffu; }
 
@@ -141,7 +149,7 @@ extern "C" __global__ void __launch_bounds__(kBlock)
 #pragma unroll
             for (int e = 0; e < 4; ++e) m[k] |= (unsigned)(__ldg(mk + o + e) != 0) << (8 * e);
             if (kDropout) {
-                const unsigned d = __ldcs(reinterpret_cast<const unsigned *>(dm + o));
+                const unsigned d = load_big(reinterpret_cast<const unsigned *>(dm + o));
 #pragma unroll
                 for (int e = 0; e < 4; ++e) g[k].v[e] = byte_set(d, e) ? g[k].v[e] * keep_scale : 0.f;
             }
@@ -150,13 +158,13 @@ extern "C" __global__ void __launch_bounds__(kBlock)
         for (int e = 0; e < 4; ++e) s = fmaf(p[k].v[e], g[k].v[e], s);
     }
     if (live && lane < head) {
-        gh = __ldcs(go + lane); ph = __ldcs(pa + lane); mh = __ldg(mk + lane) != 0;
-        if (kDropout) gh = __ldcs(dm + lane) ? gh * keep_scale : 0.f;
+        gh = load_big(go + lane); ph = load_big(pa + lane); mh = __ldg(mk + lane) != 0;
+        if (kDropout) gh = load_big(dm + lane) ? gh * keep_scale : 0.f;
     }
     if (live && lane < ntail) {
         const int j = tail0 + lane;
-        gt = __ldcs(go + j); pt = __ldcs(pa + j); mt = __ldg(mk + j) != 0;
-        if (kDropout) gt = __ldcs(dm + j) ? gt * keep_scale : 0.f;
+        gt = load_big(go + j); pt = load_big(pa + j); mt = __ldg(mk + j) != 0;
+        if (kDropout) gt = load_big(dm + j) ? gt * keep_scale : 0.f;
     }
     s = fmaf(ph, gh, s);
     s = fmaf(pt, gt, s);
@@ -171,8 +179,8 @@ extern "C" __global__ void __launch_bounds__(kBlock)
             o.store(out + head + (i64)v * 4);
         }
     }
-    if (live && lane < head) __stcs(out + lane, mh ? ph * (gh - s) : 0.f);
-    if (live && lane < ntail) __stcs(out + tail0 + lane, mt ? pt * (gt - s) : 0.f);
+    if (live && lane < head) store_big(out + lane, mh ? ph * (gh - s) : 0.f);
+    if (live && lane < ntail) store_big(out + tail0 + lane, mt ? pt * (gt - s) : 0.f);
 #elif {{IN_REGISTERS}}
     Vec<kVec> g[kPerThread], p[kPerThread];
     unsigned m[kPerThread];
