@@ -298,46 +298,85 @@ static attnbwd_status launch_edit_one(void *user, void *s) {
     return edit_attention_launch_range(l->k, l->da, s, l->index, 1);
 }
 
-/* The plan once more, in plan order on one stream (outputs and workspace
- * poisoned again), against what its lanes wrote: every kernel is
- * deterministic, so the two must agree bit for bit; a difference means the
- * lanes let a kernel read what another had not finished writing. *same is 0
- * then, with the first difference in why. */
-static attnbwd_status compare_plan_order(attnbwd_kernel *k, const suite_case *c, const edit_dev *d,
-                                         const edit_args *da, cudaStream_t s, int *same, char *why, size_t cap) {
+/* Poisons the outputs and the workspace again. */
+static attnbwd_status repoison(const suite_case *c, const edit_dev *d) {
     attnbwd_status st = ATTNBWD_OK;
-    const int64_t B = c->shape.batch, T = c->shape.seq_len;
-    float *saved[NOUT] = {0}, *a = NULL, *b = NULL;
-    size_t max_n = 0;
-    *same = 1;
-    for (int i = 0; i < NOUT; i++) {
-        const size_t n = sz_elems(out_desc[i].size, B, T);
-        max_n = n > max_n ? n : max_n;
-        CUDA_TRY(cudaMalloc((void **)&saved[i], n * 4), "cudaMalloc (the lanes' outputs)");
-        CUDA_TRY(cudaMemcpy(saved[i], d->out[i], n * 4, cudaMemcpyDeviceToDevice), "cudaMemcpy (the lanes' outputs)");
-        CUDA_TRY(cudaMemset(d->out[i], 0xFF, n * 4), "cudaMemset (NaN poison)");
-    }
+    for (int i = 0; i < NOUT; i++)
+        CUDA_TRY(cudaMemset(d->out[i], 0xFF, sz_elems(out_desc[i].size, c->shape.batch, c->shape.seq_len) * 4),
+                 "cudaMemset (NaN poison)");
     if (d->ws_bytes) CUDA_TRY(cudaMemset(d->ws, 0xFF, d->ws_bytes), "cudaMemset (workspace poison)");
-    CUDA_TRY(cudaDeviceSynchronize(), "cudaDeviceSynchronize before the plan-order run");
-    if ((st = edit_attention_launch_range(k, da, s, 0, k->plan.n_launches)) != ATTNBWD_OK) goto cleanup;
-    CUDA_TRY(cudaStreamSynchronize(s), "the plan-order run (cudaStreamSynchronize)");
-    if (!(a = malloc(max_n * 4)) || !(b = malloc(max_n * 4))) {
-        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
-        goto cleanup;
-    }
+    CUDA_TRY(cudaDeviceSynchronize(), "cudaDeviceSynchronize after the poison");
+cleanup:
+    return st;
+}
+
+/* The outputs against saved[], bit for bit; the first difference in why. */
+static attnbwd_status same_bits(const suite_case *c, const edit_dev *d, float *const saved[], const char *what,
+                                float *a, float *b, int *same, char *why, size_t cap) {
+    attnbwd_status st = ATTNBWD_OK;
     for (int i = 0; i < NOUT && *same; i++) {
-        const size_t n = sz_elems(out_desc[i].size, B, T);
+        const size_t n = sz_elems(out_desc[i].size, c->shape.batch, c->shape.seq_len);
         CUDA_TRY(cudaMemcpy(a, saved[i], n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (the lanes' outputs back)");
-        CUDA_TRY(cudaMemcpy(b, d->out[i], n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (plan order's outputs back)");
+        CUDA_TRY(cudaMemcpy(b, d->out[i], n * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (outputs back)");
         for (size_t j = 0; j < n; j++)
             if (memcmp(&a[j], &b[j], 4)) {
-                snprintf(why, cap, "%s[%zu] = %.9g on the plan's lanes, %.9g in plan order on one stream",
-                         out_desc[i].name, j, (double)a[j], (double)b[j]);
+                snprintf(why, cap, "%s[%zu] = %.9g on the plan's lanes, %.9g %s", out_desc[i].name, j,
+                         (double)a[j], (double)b[j], what);
                 *same = 0;
                 break;
             }
     }
 cleanup:
+    return st;
+}
+
+/* The plan twice more against what its lanes wrote, outputs and workspace
+ * poisoned before each: in plan order on one stream, and captured into a
+ * CUDA graph (global capture mode, as PyTorch's) and replayed. Every kernel
+ * is deterministic, so all three must agree bit for bit; a difference means
+ * the lanes let a kernel read what another had not finished writing, or the
+ * capture lost a fork or join. *same is 0 then, with the first difference
+ * in why. */
+static attnbwd_status compare_plan_order(attnbwd_kernel *k, const suite_case *c, const edit_dev *d,
+                                         const edit_args *da, cudaStream_t s, int *same, char *why, size_t cap) {
+    attnbwd_status st = ATTNBWD_OK;
+    float *saved[NOUT] = {0}, *a = NULL, *b = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    size_t max_n = 0;
+    *same = 1;
+    for (int i = 0; i < NOUT; i++) {
+        const size_t n = sz_elems(out_desc[i].size, c->shape.batch, c->shape.seq_len);
+        max_n = n > max_n ? n : max_n;
+        CUDA_TRY(cudaMalloc((void **)&saved[i], n * 4), "cudaMalloc (the lanes' outputs)");
+        CUDA_TRY(cudaMemcpy(saved[i], d->out[i], n * 4, cudaMemcpyDeviceToDevice), "cudaMemcpy (the lanes' outputs)");
+    }
+    if (!(a = malloc(max_n * 4)) || !(b = malloc(max_n * 4))) {
+        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "%s: out of host memory", c->name);
+        goto cleanup;
+    }
+    if ((st = repoison(c, d)) != ATTNBWD_OK) goto cleanup;
+    if ((st = edit_attention_launch_range(k, da, s, 0, k->plan.n_launches)) != ATTNBWD_OK) goto cleanup;
+    CUDA_TRY(cudaStreamSynchronize(s), "the plan-order run (cudaStreamSynchronize)");
+    if ((st = same_bits(c, d, saved, "in plan order on one stream", a, b, same, why, cap)) != ATTNBWD_OK || !*same)
+        goto cleanup;
+
+    if ((st = repoison(c, d)) != ATTNBWD_OK) goto cleanup;
+    CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
+    attnbwd_status launched = attnbwd_edit_attention_bwd(k, da, (void *)s);
+    cudaError_t ended = cudaStreamEndCapture(s, &graph);
+    if (launched != ATTNBWD_OK) {
+        st = err_wrap(launched, "%s: launch under stream capture", c->name);
+        goto cleanup;
+    }
+    CUDA_TRY(ended, "cudaStreamEndCapture");
+    CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    CUDA_TRY(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
+    CUDA_TRY(cudaStreamSynchronize(s), "the graph replay (cudaStreamSynchronize)");
+    st = same_bits(c, d, saved, "from a captured CUDA graph", a, b, same, why, cap);
+cleanup:
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
     for (int i = 0; i < NOUT; i++)
         cudaFree(saved[i]);
     free(a);
@@ -597,7 +636,7 @@ attnbwd_status check_edit_case_ex(attnbwd_ctx *ctx, const suite_case *c, uint64_
             goto cleanup;
         if (!same) {
             r->pass = 0;
-            snprintf(r->message, sizeof r->message, "lanes and plan order differ: %s", why);
+            snprintf(r->message, sizeof r->message, "runs differ: %s", why);
         }
     }
 cleanup:
