@@ -450,11 +450,11 @@ static void tuning_tables(void **state) {
     (void)state;
     log_counts lc = {0};
     attnbwd_ctx *ctx = test_open(NULL, &lc);
-    assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "block=256 head_fastest=1")); /* heuristic */
+    assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=0 threads_per_row=32")); /* heuristic */
     attnbwd_close(ctx);
     setenv("ATTNBWD_GPU_MODEL", "NVIDIA H200", 1);
     ctx = test_open(NULL, &lc);
-    assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "block=512 head_fastest=0")); /* shipped entry */
+    assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=1 threads_per_row=64")); /* shipped entry */
     /* Problem 2's shipped entries: B=4,T=288 measured faster with 32 keys per attention block. */
     attnbwd_shape edit = {ATTNBWD_EDIT_ATTENTION_BWD, 4, 16, 288, 1, 0};
     char *src = NULL, *tiles = NULL;
@@ -463,6 +463,11 @@ static void tuning_tables(void **state) {
     attnbwd_free(src);
     attnbwd_free(tiles);
     edit.batch = 5; /* no entry: the heuristic's 64 keys */
+    assert_int_equal(attnbwd_generate(ctx, &edit, &src, &tiles), ATTNBWD_OK);
+    assert_non_null(strstr(tiles, "bj=64"));
+    attnbwd_free(src);
+    attnbwd_free(tiles);
+    edit.batch = 1, edit.seq_len = 1024; /* the heuristic's 32 keys (few blocks); measured faster with 64 */
     assert_int_equal(attnbwd_generate(ctx, &edit, &src, &tiles), ATTNBWD_OK);
     assert_non_null(strstr(tiles, "bj=64"));
     attnbwd_free(src);
