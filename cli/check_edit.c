@@ -337,7 +337,7 @@ cleanup:
  * the lanes let a kernel read what another had not finished writing, or the
  * capture lost a fork or join. *same is 0 then, with the first difference
  * in why. */
-static attnbwd_status compare_plan_order(attnbwd_kernel *k, const suite_case *c, const edit_dev *d,
+static attnbwd_status compare_reruns(attnbwd_kernel *k, const suite_case *c, const edit_dev *d,
                                          const edit_args *da, cudaStream_t s, int *same, char *why, size_t cap) {
     attnbwd_status st = ATTNBWD_OK;
     float *saved[NOUT] = {0}, *a = NULL, *b = NULL;
@@ -632,7 +632,7 @@ attnbwd_status check_edit_case_ex(attnbwd_ctx *ctx, const suite_case *c, uint64_
     if (k->plan.n_lanes > 1) {
         int same = 1;
         char why[200];
-        if ((st = compare_plan_order(k, c, &d, &da, s, &same, why, sizeof why)) != ATTNBWD_OK)
+        if ((st = compare_reruns(k, c, &d, &da, s, &same, why, sizeof why)) != ATTNBWD_OK)
             goto cleanup;
         if (!same) {
             r->pass = 0;

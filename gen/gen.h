@@ -5,9 +5,10 @@
 
 #include "attnbwd.h"
 
-/* Streams and events of a plan: lane 0 is the caller's stream, lanes 1 and
- * up are the library's own, forked from it at the start and joined back at
- * the end, so that independent kernels run side by side. */
+/* Streams and events of a plan: each lane runs on a stream of the library's
+ * own (lane 0, the chain every output waits on, at the greatest priority),
+ * forked from the caller's stream at the start and joined back at the end,
+ * so that independent kernels run side by side. */
 #define PLAN_MAX_LANES 4
 #define PLAN_MAX_EVENTS 16
 #define PLAN_MAX_WAITS 4
@@ -41,7 +42,7 @@ typedef struct kernel_plan {
                               ("sm_90a" for wgmma); "" means the context's arch */
     plan_launch *launches; /* NULL for a single-kernel plan (the fields above) */
     int n_launches;
-    int n_lanes;           /* 1 + the highest lane of a launch */
+    int n_lanes;           /* 1 + the highest lane of a launch (0 without launches) */
     int n_events;          /* 1 + the highest event signalled */
     size_t workspace_bytes;
 } kernel_plan;

@@ -219,8 +219,9 @@ local function new_plan(shape, t)
                                     waits = p.waiting[p.lane] }
     p.waiting[p.lane] = nil
   end
-  -- Lanes: launches that follow p.on(n) run on lane n (0: the caller's
-  -- stream; 1, 2: the library's, forked from it and joined back). p.signal
+  -- Lanes: launches that follow p.on(n) run on lane n (0: the chain every
+  -- output waits on; each lane a stream of its own, forked from the caller's
+  -- and joined back, runtime/launch_edit_attention.c). p.signal
   -- names the point after the last launch; p.wait makes the next launch on
   -- the current lane start after that point.
   function p.on(lane) p.lane = lane end
@@ -361,8 +362,8 @@ local function plan_fused(shape, t, arch)
     end
   end
 
-  -- Three lanes. Lane 0, the caller's stream, is the chain every output
-  -- waits on: gA, the attention pass, gQ, grad_hidden. What needs only the
+  -- Three lanes. Lane 0 (the stream of greatest priority) is the chain
+  -- every output waits on: gA, the attention pass, gQ, grad_hidden. What needs only the
   -- inputs (grad_out_weight, grad_out_bias, the transposed weights) runs on
   -- lanes 1 and 2 beside it, and what needs only gS or grad_qkv (the bias
   -- sums, grad_qkv_weight, grad_qkv_bias) beside the rest of the chain. Most

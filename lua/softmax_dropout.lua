@@ -116,26 +116,24 @@ function M.candidates(shape)
     if not seen[key] then seen[key] = true; out[#out + 1] = t end
   end
   add(base)
-  for _, f in ipairs({ 1, 0.5, 2 }) do
+  -- The base with f times its threads per row, the given block, row order and cache policy.
+  local function neighbour(f, block, hf, streaming)
     local tpr = math.max(1, math.floor(base.threads_per_row * f))
+    local t = { vec = base.vec, threads_per_row = tpr, block = math.max(block, tpr),
+                in_registers = base.in_registers, head_fastest = hf, unroll = base.unroll,
+                split = base.split, streaming = streaming }
+    if ceil_div(shape.seq_len // base.vec, tpr) * base.vec > REG_ELEMS then t.in_registers = 0 end
+    return t
+  end
+  for _, f in ipairs({ 1, 0.5, 2 }) do
     for _, block in ipairs({ 256, 512 }) do
       for _, hf in ipairs({ base.head_fastest, 1 - base.head_fastest }) do
-        local t = { vec = base.vec, threads_per_row = tpr, block = math.max(block, tpr),
-                    in_registers = base.in_registers, head_fastest = hf, unroll = base.unroll,
-                    split = base.split, streaming = base.streaming }
-        if ceil_div(shape.seq_len // base.vec, tpr) * base.vec > REG_ELEMS then t.in_registers = 0 end
-        add(t)
+        add(neighbour(f, block, hf, base.streaming))
       end
     end
   end
-  -- The other cache policy, at the base order and block.
-  for _, f in ipairs({ 1, 0.5, 2 }) do
-    local tpr = math.max(1, math.floor(base.threads_per_row * f))
-    local t = { vec = base.vec, threads_per_row = tpr, block = math.max(base.block, tpr),
-                in_registers = base.in_registers, head_fastest = base.head_fastest, unroll = base.unroll,
-                split = base.split, streaming = 1 - base.streaming }
-    if ceil_div(shape.seq_len // base.vec, tpr) * base.vec > REG_ELEMS then t.in_registers = 0 end
-    add(t)
+  for _, f in ipairs({ 1, 0.5, 2 }) do -- the other cache policy, at the base's block and row order
+    add(neighbour(f, base.block, base.head_fastest, 1 - base.streaming))
   end
   if base.split == 1 then -- the plain kernel of scalar (or pair) loads, for comparison
     local vec = vec_for(shape.seq_len)

@@ -42,8 +42,8 @@ attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3
                           void **args);
 
 /* The library's own streams and events (problem 2 runs independent kernels
- * side by side on streams forked from the caller's). */
-/* A non-blocking stream of the greatest priority, or of the default (least). */
+ * side by side on streams forked from the caller's). drv_stream_create: a
+ * non-blocking stream of the greatest priority, or of the default (least). */
 attnbwd_status drv_stream_create(drv_device *dev, int high_priority, void **stream);
 void drv_stream_destroy(drv_device *dev, void *stream);
 attnbwd_status drv_event_create(drv_device *dev, void **event);

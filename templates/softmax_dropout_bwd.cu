@@ -34,8 +34,8 @@ constexpr int kWarpsPerRow = kTpr > 32 ? kTpr / 32 : 1;
 static_assert(kT % kVec == 0 || (kSplit && kVec == 4), "vector width must divide T");
 static_assert((kTpr & (kTpr - 1)) == 0 && kTpr <= kBlock && kBlock % kTpr == 0, "bad tiles");
 
-// The big tensors are read once and written once: streaming (.cs, evict
-// first) or, as an exploration choice, the default cache policy.
+// The big tensors are read once and written once: the default cache policy
+// (kStreaming 0, the heuristic's choice) or streaming (.cs, evict first).
 template <typename T> __device__ __forceinline__ T load_big(const T *p) { return kStreaming ? __ldcs(p) : *p; }
 template <typename T> __device__ __forceinline__ void store_big(T *p, T v) {
     if (kStreaming) __stcs(p, v); else *p = v;
