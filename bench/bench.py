@@ -646,6 +646,18 @@ def measure_copy_bandwidth(timer, gib):
     return 2 * n / (med * 1e-6) / 1e9, med, samples
 
 
+def measure_same_bytes_copy(timer, nbytes):
+    """A device-to-device copy that reads and writes nbytes in all (nbytes / 2 each way), timed like the
+    tools: what moving exactly a workload's bytes costs from a cold L2, launch, ramp and tail included.
+    Returns the median in microseconds."""
+    n = max(1, nbytes // 2)
+    src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    med, _, _ = timer.time_us(lambda: dst.copy_(src))
+    del src, dst
+    return med
+
+
 def measure_tf32_rate(timer, n=8192):
     """An n x n x n torch.matmul with TF32 allowed, timed like everything else (3 warm-ups, median of 10).
     Returns {"tf32_matmul_n", "tf32_us" (median), "tf32_tflops" (2 n^3 flops), "tf32_samples_us"}."""
@@ -747,6 +759,9 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_
         "reachable_us": max(floor_us, minimal_us),
         "tools": {},
     }
+    if not floor_flops and args.same_bytes_copy:  # memory-bound: what a copy of the same bytes takes
+        rec["copy_same_bytes_us"] = measure_same_bytes_copy(timer, floor_bytes)
+        torch.cuda.empty_cache()
     inputs = None
     try:
         inputs = prob.make_inputs(row, args.seed + index)
@@ -765,6 +780,8 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_
                           "gbs": floor_bytes / (med * 1e-6) / 1e9,
                           "floor_fraction": floor_us / med,
                           "reachable_fraction": rec["reachable_us"] / med})
+                if "copy_same_bytes_us" in rec:
+                    t["copy_fraction"] = rec["copy_same_bytes_us"] / med
                 if floor_flops:
                     t["tflops"] = floor_flops / (med * 1e-6) / 1e12
                 if timer.delay_cycles and host_us > timer.delay_us + med:
@@ -783,6 +800,8 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_
             line = f"  {tool:{max([8] + [len(x) for x in tools])}s}"
             if "us" in t:
                 line += f" {t['us']:10.1f} us  {t['floor_fraction']:6.3f} of floor"
+            if "copy_fraction" in t:
+                line += f"  {t['copy_fraction']:6.3f} of a same-bytes copy ({rec['copy_same_bytes_us']:.1f} us)"
             if "tflops" in t:
                 line += f"  {t['tflops']:6.1f} TFLOP/s"
             if "check" in t:
@@ -847,6 +866,11 @@ def aggregate(records, tools):
         ours = geomean([r["tools"]["ours"]["us"] for r in timed])
         g["floor_over_ours"] = geomean([r["floor_us"] for r in timed]) / ours
         g["reachable_over_ours"] = geomean([r["reachable_us"] for r in timed]) / ours
+        copies = [r.get("copy_same_bytes_us") for r in timed]
+        if all(copies):
+            g["copy_same_bytes_us"] = geomean(copies)
+            g["copy_over_ours"] = g["copy_same_bytes_us"] / ours
+            g["floor_over_copy"] = geomean([r["floor_us"] for r in timed]) / g["copy_same_bytes_us"]
         g["ours_workloads"] = len(timed)
     if any("floor_flops" in r for r in records):
         g["floor_matrix_us"] = geomean([r.get("floor_matrix_us") for r in records])
@@ -880,7 +904,9 @@ def fmt(v, spec):
 
 def print_table(records, agg, tools, label_name="B,H,T,p"):
     flops = any("floor_flops" in r for r in records)  # problem 2: achieved TFLOP/s per tool instead of GB/s
-    cols = [label_name, "floor us", "reach us"] + [f"{t} us" for t in tools] + ["floor/ours"]
+    copy = not flops and all("copy_same_bytes_us" in r for r in records)
+    cols = [label_name, "floor us", "reach us"] + (["copy us"] if copy else []) + [f"{t} us" for t in tools]
+    cols += ["floor/ours"]
     if flops:
         cols += [f"{t} TFLOP/s" for t in tools] + ["pass", "worst output"]
     else:
@@ -888,6 +914,7 @@ def print_table(records, agg, tools, label_name="B,H,T,p"):
     rows = []
     for r in records:
         cells = [r["label"], fmt(r["floor_us"], ".1f"), fmt(r["reachable_us"], ".1f")]
+        cells += [fmt(r["copy_same_bytes_us"], ".1f")] if copy else []
         cells += [fmt(tool_value(r, t, "us"), ".1f") if tool_value(r, t, "ok") else "failed"
                   if t in r["tools"] else "-" for t in tools]
         cells += [fmt(tool_value(r, "ours", "floor_fraction"), ".3f")]
@@ -897,6 +924,7 @@ def print_table(records, agg, tools, label_name="B,H,T,p"):
             cells += [fmt(tool_value(r, "ours", "gbs"), ".0f"), ours_pass(r)]
         rows.append(cells)
     cells = ["geomean", fmt(agg["floor_us"], ".1f"), fmt(agg["reachable_us"], ".1f")]
+    cells += [fmt(agg.get("copy_same_bytes_us"), ".1f")] if copy else []
     cells += [fmt(agg.get(f"{t}_us"), ".1f") for t in tools]
     cells += [fmt(agg.get("ours_floor_fraction"), ".3f")]
     if flops:
@@ -917,6 +945,9 @@ def print_table(records, agg, tools, label_name="B,H,T,p"):
         print(f"geomean(floor) / geomean(ours) = {agg['floor_over_ours']:.3f}   "
               f"geomean(reachable) / geomean(ours) = {agg['reachable_over_ours']:.3f}   "
               f"(over {agg['ours_workloads']} workloads)")
+    if agg.get("copy_over_ours") is not None:
+        print(f"same-bytes copy: geomean {agg['copy_same_bytes_us']:.1f} us; copy/ours = {agg['copy_over_ours']:.3f}; "
+              f"floor/copy = {agg['floor_over_copy']:.3f} (the most a kernel as fast as a copy reaches)")
     for t in tools:
         if agg.get(f"{t}_floor_fraction") is not None:
             print(f"geomean fraction of floor, {t}: {agg[f'{t}_floor_fraction']:.3f}")
@@ -1025,6 +1056,8 @@ def parse_args(argv=None):
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     ap.add_argument("--seed", type=int, default=0, help="workload i draws its inputs with seed+i")
     ap.add_argument("--copy-gib", type=float, default=4.0, help="size of the bandwidth copy's source")
+    ap.add_argument("--no-same-bytes-copy", dest="same_bytes_copy", action="store_false",
+                    help="memory-bound problems: skip timing a copy of each workload's floor bytes")
     ap.add_argument("--delay-cycles", type=int, default=1_000_000,
                     help="GPU spin between flush and start event that hides host overhead (0: none)")
     ap.add_argument("--json", default=os.path.join(out_dir, "bench.json") if out_dir else "bench.json")
