@@ -46,9 +46,11 @@ local function smem_limit(arch)
 end
 
 -- Dynamic shared memory of the attention pass (templates/attention_fused.cu's
--- SMEM_FLOATS); its static arrays take 8 * bj + 32 bytes more.
-local function attention_smem(bj, gs_store)
-  local floats = bj * (D + 4) + 2 * 64 * (D + 8) + 2 * 64 * (D + 4) + 2 * 64 * (bj + 8) +
+-- SMEM_FLOATS); its static arrays take 8 * bj + 32 bytes more. p_stages > 0:
+-- a ring of that many P and Pd tiles instead of the one Pd tile.
+local function attention_smem(bj, gs_store, p_stages)
+  local tiles = p_stages > 0 and 1 + 2 * p_stages or 2 -- gS, then Pd or the rings
+  local floats = bj * (D + 4) + 2 * 64 * (D + 8) + 2 * 64 * (D + 4) + tiles * 64 * (bj + 8) +
                  (gs_store == 1 and 0 or bj * (D + 8)) -- k_j only for gQ inside the kernel
   return floats * 4
 end
@@ -58,16 +60,21 @@ end
 local function wgmma_arch(arch) return arch == nil or arch == "sm_90" end
 
 function M.heuristic(shape, arch)
-  local B, T = shape.batch, shape.seq_len
-  -- Keys per attention block: 64 unless that leaves the SMs short of two blocks each.
-  local bj = (ceil_div(T, 64) * B * H < 2 * SMS) and 32 or 64
-  local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = bj, gs_store = 1,
-              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1 }
-  -- A device with less shared memory: smaller key blocks, else the first sequence (no big tiles).
+  local T = shape.seq_len
+  -- 64 keys per attention block, P and Pd through a ring of two shared-memory
+  -- buffers where T % 4 == 0 (16-byte copies); measured on the 16 public
+  -- workloads (2026-12-03, docs/benchmarks.md): bj=64 within 2% of the best
+  -- everywhere, the ring 2-10% faster at T % 4 == 0 and 0-4% slower at odd T,
+  -- whose copies are 4 bytes each.
+  local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = 64, gs_store = 1,
+              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1,
+              p_stages = T % 4 == 0 and 2 or 0 }
+  -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
-  local function fits(bj) return attention_smem(bj, 1) + 8 * bj + 32 <= limit end
-  if not fits(t.bj) then t.bj = 32 end
-  if not fits(t.bj) then t.fused, t.kv_split = 0, 0 end
+  local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
+  if not fits() then t.p_stages = 0 end
+  if not fits() then t.bj = 32 end
+  if not fits() then t.fused, t.kv_split, t.p_stages = 0, 0, 0 end
   return t
 end
 
@@ -85,6 +92,10 @@ function M.validate(shape, t, arch)
   if t.wg ~= 0 and t.wg ~= 1 then return "wg must be 0 or 1" end
   if t.kv_split ~= 0 and t.kv_split ~= 1 then return "kv_split must be 0 or 1" end
   if t.kv_split == 1 and t.fused ~= 1 then return "kv_split=1 (gV and gK on separate warps) is for fused=1" end
+  if t.p_stages ~= 0 and t.p_stages ~= 2 and t.p_stages ~= 3 then
+    return "p_stages must be 0 (P and Pd through registers), 2 or 3 (a ring in shared memory)"
+  end
+  if t.p_stages ~= 0 and t.fused ~= 1 then return "p_stages is for fused=1" end
   if t.wg == 1 and (t.precision ~= 0 or t.fused ~= 1) then
     return "wg=1 (wgmma products) is for precision 0 (tf32) with fused=1"
   end
@@ -93,9 +104,10 @@ function M.validate(shape, t, arch)
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
   end
-  if t.fused == 1 and attention_smem(t.bj, t.gs_store) + 8 * t.bj + 32 > smem_limit(arch) then
-    return string.format("the attention pass needs %d bytes of shared memory; %s allows %d (try bj=32 or fused=0)",
-                         attention_smem(t.bj, t.gs_store), arch, smem_limit(arch))
+  if t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
+    return string.format("the attention pass needs %d bytes of shared memory; %s allows %d "
+                         .. "(try bj=32, fewer p_stages or fused=0)",
+                         attention_smem(t.bj, t.gs_store, t.p_stages), arch or "sm_90", smem_limit(arch))
   end
   return nil
 end
@@ -126,8 +138,15 @@ function M.candidates(shape)
     t.bj, t.kv_split = bj, 0
     add(t)
   end
+  for _, stages in ipairs { 0, 2, 3 } do -- P and Pd through a ring in shared memory
+    for _, bj in ipairs { 32, 64 } do
+      local t = M.heuristic(shape)
+      t.bj, t.p_stages = bj, stages
+      if not M.validate(shape, t) then add(t) end
+    end
+  end
   local legacy = M.heuristic(shape)
-  legacy.fused, legacy.wg, legacy.kv_split = 0, 0, 0
+  legacy.fused, legacy.wg, legacy.kv_split, legacy.p_stages = 0, 0, 0, 0
   add(legacy)
   return out
 end
@@ -392,7 +411,7 @@ local function plan_fused(shape, t, arch)
          { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
            "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
            "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil,
-         attention_smem(t.bj, t.gs_store))
+         attention_smem(t.bj, t.gs_store, t.p_stages))
   p.signal("attention")
   if t.gs_store == 0 then
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
@@ -428,9 +447,9 @@ local function plan_fused(shape, t, arch)
 
   -- Two attention blocks per SM where two fit (each also holds 1 KiB the
   -- system reserves); the kernel then keeps to 128 registers.
-  local att_bytes = attention_smem(t.bj, t.gs_store) + 8 * t.bj + 32 + 1024
+  local att_bytes = attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 + 1024
   p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
-                                   STORE_GS = t.gs_store, GS_LD = T4, KV_SPLIT = t.kv_split,
+                                   STORE_GS = t.gs_store, GS_LD = T4, KV_SPLIT = t.kv_split, P_STAGES = t.p_stages,
                                    MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1 })
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })

@@ -27,14 +27,10 @@ return {
     ["softmax_dropout_bwd B=32 H=8 T=256 dropout=1"] = "block=512 head_fastest=0 in_registers=1 split=0 streaming=0 threads_per_row=32 unroll=4 vec=4", -- 57.54 us; heuristic 58.22 us
     ["softmax_dropout_bwd B=8 H=16 T=373 dropout=1"] = "block=256 head_fastest=0 in_registers=1 split=1 streaming=0 threads_per_row=128 unroll=4 vec=4", -- 62.99 us; heuristic 73.31 us
     ["softmax_dropout_bwd B=4 H=8 T=512 dropout=1"] = "block=256 head_fastest=1 in_registers=1 split=0 streaming=0 threads_per_row=64 unroll=4 vec=4", -- 31.84 us; heuristic 31.84 us
-    -- Problem 2: bench.py of the whole backward with the key-block size the
-    -- heuristic does not pick (2026-12-03, kv_split=1, lanes): an entry where
-    -- the other size won by 2% or more: bj=32 at B=4,T=288; bj=64 at B=1,
-    -- T=1024 and 853, where the heuristic picks 32 for the few blocks. (B=16,
-    -- T=211 and 691 lost their 2026-12-02 bj=32 entries: within 1% or slower
-    -- with kv_split=1.)
-    ["edit_attention_bwd B=4 H=16 T=288 dropout=1"] = "bj=32", -- 265.1 us; bj=64 272.1 us
-    ["edit_attention_bwd B=1 H=16 T=1024 dropout=1"] = "bj=64", -- 364.1 us; bj=32 376.9 us
-    ["edit_attention_bwd B=1 H=16 T=853 dropout=1"] = "bj=64", -- 324.8 us; bj=32 338.1 us
+    -- Problem 2: the whole backward with each key-block size and P path
+    -- (2026-12-03, second session, `attnbwd lua` timing every variant of the
+    -- 16 public workloads): an entry where another choice beat the heuristic's
+    -- by 2% or more.
+    ["edit_attention_bwd B=2 H=16 T=449 dropout=1"] = "p_stages=2", -- 272.9 us; heuristic (p_stages=0) 278.8 us
   },
 }

@@ -11,6 +11,11 @@
 //   gQ_i += scale gS k_j                   (summed over key blocks: red.add into grad_qkv)
 //   grad_edit_region_bias[h, i, j] += gS   (summed over the batch: red.add)
 //   within / cross partial sums of gS      (per block; added in order by ea_within_cross)
+// P_STAGES 0: P and Pd of the next step load into registers in the middle of
+// a step. P_STAGES 2 or 3: they go global -> shared with cp.async into a ring
+// of that many buffers, issued at the top of the step P_STAGES - 1 steps
+// before their use, so DRAM latency has one or two whole steps to hide in;
+// the Pd buffer is then also the operand of gV (no copy to Ps).
 // gQ and grad_edit_region_bias are the two sums that cross blocks. STORE_GS 0:
 // float reductions in arrival order (red.add), so their last bits can vary
 // from run to run. STORE_GS 1 (the default): the block writes its gS tile to
@@ -24,6 +29,9 @@ constexpr i64 kB = {{B}}, kT = {{T}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072, kPos = 1024;
 constexpr int BJ = {{BJ}}, BI = 64, NT = 256, MODE = {{MODE}};
 constexpr bool STORE_GS = {{STORE_GS}}, KV_SPLIT = {{KV_SPLIT}};
+constexpr int P_STAGES = {{P_STAGES}};
+// Floats per cp.async of P and Pd: rows start at i * T, so T's alignment bounds it.
+constexpr int P_VEC = kT % 4 == 0 ? 4 : kT % 2 == 0 ? 2 : 1;
 constexpr i64 GS_LD = {{GS_LD}};
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 // Shared-memory rows, padded so one warp's fragment reads spread over the
@@ -31,8 +39,11 @@ constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 // rows are m or n (two tiles are read both ways: at most 2-way conflicts).
 constexpr int LD_K = kD + 8, LD_V = kD + 4, LD_Q = kD + 8, LD_GA = kD + 4, LD_S = BJ + 8;
 // q_i and gA_i are double-buffered: step s+1's tiles load while step s computes.
+// OFF_P: Pd for gV (P_STAGES 0), else the ring of P tiles; OFF_PD the ring of Pd tiles.
+constexpr int P_BUFS = P_STAGES ? P_STAGES : 1;
 constexpr int OFF_V = 0, OFF_Q = OFF_V + BJ * LD_V, OFF_GA = OFF_Q + 2 * BI * LD_Q, OFF_S = OFF_GA + 2 * BI * LD_GA,
-              OFF_P = OFF_S + BI * LD_S, OFF_K = OFF_P + BI * LD_S,
+              OFF_P = OFF_S + BI * LD_S, OFF_PD = OFF_P + P_BUFS * BI * LD_S,
+              OFF_K = OFF_PD + (P_STAGES ? P_STAGES * BI * LD_S : 0),
               SMEM_FLOATS = OFF_K + (STORE_GS ? 0 : BJ * LD_K); // k_j only for gQ in this kernel
 
 } // namespace fa
@@ -99,6 +110,7 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
             const i64 i = i0 + wm1 + g + 8 * hh;
             d_row[hh] = i < kT ? rowdot[head_rows + i] : 0.f;
             mi[hh] = i < kT ? edit_region_mask[b * kT + i] : 0.f;
+            if constexpr (P_STAGES) continue; // P and Pd come through shared memory
 #pragma unroll
             for (int f = 0; f < FN1; ++f)
 #pragma unroll
@@ -120,16 +132,43 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
         tc::copy_tile<BI, kD, NT>(sm + OFF_Q + buf * BI * LD_Q, LD_Q, query + (head_rows + i0) * kD, kD, 0, 0,
                                   kT - i0, kD);
     };
+    // P and Pd of the step at row i0 into ring buffer `pb`; rows and keys at or past T read as zeros.
+    auto load_p = [&](i64 i0, int pb) {
+        if (i0 >= kT) return;
+        const i64 at = (head_rows + i0) * kT + j0;
+        tc::copy_tile<BI, BJ, NT, P_VEC>(sm + OFF_P + pb * BI * LD_S, LD_S, probs + at, kT, 0, 0, kT - i0, kT - j0);
+        tc::copy_tile<BI, BJ, NT, P_VEC>(sm + OFF_PD + pb * BI * LD_S, LD_S, probs_dropped + at, kT, 0, 0, kT - i0,
+                                         kT - j0);
+    };
     load_step(0, 0);
     tc::cp_async_commit(); // with k_j, v_j
+    // Groups, oldest first: [k v gA q of step 0] [P of steps 0 .. P_STAGES-2], then per
+    // step s [gA q of s+1] [P of s+P_STAGES-1]; step s needs the older of its
+    // two groups done, which leaves P_STAGES newer ones in flight.
+    if constexpr (P_STAGES) {
+#pragma unroll
+        for (int st = 0; st < P_STAGES - 1; ++st) {
+            load_p((i64)st * BI, st);
+            tc::cp_async_commit();
+        }
+    }
 
     for (i64 i0 = 0; i0 < kT; i0 += BI) {
-        const int buf = (int)((i0 / BI) % 2);
+        const i64 step = i0 / BI;
+        const int buf = (int)(step % 2), pbuf = (int)(step % P_BUFS);
         const float *GAs = sm + OFF_GA + buf * BI * LD_GA, *Qs = sm + OFF_Q + buf * BI * LD_Q;
-        // The other buffer was last read before the previous step's final barrier.
+        const float *Pt = sm + OFF_P + pbuf * BI * LD_S, *Pdt = sm + OFF_PD + pbuf * BI * LD_S;
+        // The other buffer (and ring buffer (step-1) % P_STAGES) was last read
+        // before the previous step's final barrier.
         if (i0 + BI < kT) load_step(i0 + BI, buf ^ 1);
-        tc::cp_async_commit(); // possibly empty: keeps one group per step
-        tc::cp_async_wait<1>(); // this step's tiles; the next step's may still be in flight
+        tc::cp_async_commit(); // possibly empty: keeps the groups' count per step fixed
+        if constexpr (P_STAGES) {
+            load_p(i0 + (P_STAGES - 1) * BI, (int)((step + P_STAGES - 1) % P_STAGES));
+            tc::cp_async_commit();
+            tc::cp_async_wait<P_STAGES>();
+        } else {
+            tc::cp_async_wait<1>(); // this step's tiles; the next step's may still be in flight
+        }
         __syncthreads();
 
         // gPd = gA_i v_j^T: A[m=i][k=d] = GAs[i][d], B[k=d][n=j] = Vs[j][d].
@@ -148,6 +187,12 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
                 const int r = wm1 + g + 8 * hh, c = wn1 + 8 * f + 2 * t;
                 float s[2];
 #pragma unroll
+                if constexpr (P_STAGES) {
+                    const float2 pp = *reinterpret_cast<const float2 *>(Pt + r * LD_S + c);
+                    const float2 qq = *reinterpret_cast<const float2 *>(Pdt + r * LD_S + c);
+                    p[f][2 * hh] = pp.x, p[f][2 * hh + 1] = pp.y, pd[f][2 * hh] = qq.x, pd[f][2 * hh + 1] = qq.y;
+                }
+#pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int q = 2 * hh + e;
                     const float mj = mj_s[c + e];
@@ -157,8 +202,10 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
                 }
                 Ss[r * LD_S + c] = s[0];
                 Ss[r * LD_S + c + 1] = s[1];
-                Ps[r * LD_S + c] = pd[f][2 * hh];
-                Ps[r * LD_S + c + 1] = pd[f][2 * hh + 1];
+                if constexpr (!P_STAGES) {
+                    Ps[r * LD_S + c] = pd[f][2 * hh];
+                    Ps[r * LD_S + c + 1] = pd[f][2 * hh + 1];
+                }
                 const i64 i = i0 + r, j = j0 + c;
                 if (STORE_GS) {
                     // j is even and GS_LD a multiple of 4: the pair never straddles a row's end.
@@ -172,11 +219,12 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
             }
         if (i0 + BI < kT) load_probs(i0 + BI); // p, pd, d_row, mi are consumed: refill them
         __syncthreads();
+        const float *PdA = P_STAGES ? Pdt : Ps; // Pd as gV's operand
 
         // gV_j += Pd^T gA_i and gK_j += gS^T q_i: A[m=j][k=i] = Ps/Ss[i][j].
         // (Two loops, not one: fewer fragments live next to the prefetched probabilities.)
         if constexpr (KV_SPLIT) {
-            const float *Xa = owns_k ? Ss : Ps, *Xb = owns_k ? Qs : GAs;
+            const float *Xa = owns_k ? Ss : PdA, *Xb = owns_k ? Qs : GAs;
             const int ldb = owns_k ? LD_Q : LD_GA;
 #pragma unroll
             for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
@@ -185,7 +233,7 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
         } else {
 #pragma unroll
             for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
-                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Ps[kk * LD_S + wm2 + m]; },
+                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return PdA[kk * LD_S + wm2 + m]; },
                                    [&](int kk, int n) { return GAs[kk * LD_GA + wn2 + n]; });
 #pragma unroll
             for (int k = 0; k < BI; k += tc::kstep<MODE>::value)

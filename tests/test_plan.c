@@ -232,8 +232,11 @@ static void edit_attention_plans(void **state) {
                     assert_int_equal(x->grid[0], (unsigned)((s.seq_len + bj - 1) / bj));
                     assert_int_equal(x->grid[1], (unsigned)(s.batch * 16));
                     const int store = strstr(p.tiles, "gs_store=1") != NULL;
+                    const long stages = tile(p.tiles, "p_stages"); /* gS, then Pd or rings of P and Pd */
+                    const long tiles = stages ? 1 + 2 * stages : 2;
                     const unsigned floats =
-                        (unsigned)((store ? 0 : bj * 72) + bj * 68 + 2 * 64 * 72 + 2 * 64 * 68 + 2 * 64 * (bj + 8));
+                        (unsigned)((store ? 0 : bj * 72) + bj * 68 + 2 * 64 * 72 + 2 * 64 * 68 + tiles * 64 * (bj + 8));
+                    assert_true(4 * floats + 8 * bj + 32 <= 227 * 1024);
                     assert_int_equal(x->shared_bytes, 4 * floats);
                 } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
                     gemms++;
