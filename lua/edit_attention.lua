@@ -60,15 +60,13 @@ end
 local function wgmma_arch(arch) return arch == nil or arch == "sm_90" end
 
 function M.heuristic(shape, arch)
-  local T = shape.seq_len
   -- 64 keys per attention block, P and Pd through a ring of two shared-memory
-  -- buffers where T % 4 == 0 (16-byte copies); measured on the 16 public
-  -- workloads (2026-12-03, docs/benchmarks.md): bj=64 within 2% of the best
-  -- everywhere, the ring 2-10% faster at T % 4 == 0 and 0-4% slower at odd T,
-  -- whose copies are 4 bytes each.
+  -- buffers: measured on the 16 public workloads (2026-12-03, docs/
+  -- benchmarks.md), bj=64 within 2% of the best everywhere, the ring 2-10%
+  -- faster where T % 4 == 0 and, with rows copied from the 16-byte boundary
+  -- before them, 0-5% faster at odd T.
   local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = 64, gs_store = 1,
-              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1,
-              p_stages = T % 4 == 0 and 2 or 0 }
+              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1, p_stages = 2 }
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end

@@ -27,10 +27,8 @@ return {
     ["softmax_dropout_bwd B=32 H=8 T=256 dropout=1"] = "block=512 head_fastest=0 in_registers=1 split=0 streaming=0 threads_per_row=32 unroll=4 vec=4", -- 57.54 us; heuristic 58.22 us
     ["softmax_dropout_bwd B=8 H=16 T=373 dropout=1"] = "block=256 head_fastest=0 in_registers=1 split=1 streaming=0 threads_per_row=128 unroll=4 vec=4", -- 62.99 us; heuristic 73.31 us
     ["softmax_dropout_bwd B=4 H=8 T=512 dropout=1"] = "block=256 head_fastest=1 in_registers=1 split=0 streaming=0 threads_per_row=64 unroll=4 vec=4", -- 31.84 us; heuristic 31.84 us
-    -- Problem 2: the whole backward with each key-block size and P path
-    -- (2026-12-03, second session, `attnbwd lua` timing every variant of the
-    -- 16 public workloads): an entry where another choice beat the heuristic's
-    -- by 2% or more.
-    ["edit_attention_bwd B=2 H=16 T=449 dropout=1"] = "p_stages=2", -- 272.9 us; heuristic (p_stages=0) 278.8 us
+    -- Problem 2: no entries. With P and Pd through the shared-memory ring at
+    -- every T (2026-12-03, second session) no other key-block size or ring
+    -- depth timed beat the heuristic's choice by 2% on a public workload.
   },
 }

@@ -15,7 +15,11 @@
 // a step. P_STAGES 2 or 3: they go global -> shared with cp.async into a ring
 // of that many buffers, issued at the top of the step P_STAGES - 1 steps
 // before their use, so DRAM latency has one or two whole steps to hide in;
-// the Pd buffer is then also the operand of gV (no copy to Ps).
+// the Pd buffer is then also the operand of gV (no copy to Ps). Rows start at
+// (b, h, i) * T, 16-byte aligned only when T % 4 == 0; otherwise each row's
+// copy starts at the 16-byte boundary at or before it and the row sits in its
+// buffer shifted right by that row's start mod 4 (p_shift), so the copies stay
+// 16 bytes wide.
 // gQ and grad_edit_region_bias are the two sums that cross blocks. STORE_GS 0:
 // float reductions in arrival order (red.add), so their last bits can vary
 // from run to run. STORE_GS 1 (the default): the block writes its gS tile to
@@ -30,8 +34,13 @@ constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072, kPos = 1024;
 constexpr int BJ = {{BJ}}, BI = 64, NT = 256, MODE = {{MODE}};
 constexpr bool STORE_GS = {{STORE_GS}}, KV_SPLIT = {{KV_SPLIT}};
 constexpr int P_STAGES = {{P_STAGES}};
-// Floats per cp.async of P and Pd: rows start at i * T, so T's alignment bounds it.
-constexpr int P_VEC = kT % 4 == 0 ? 4 : kT % 2 == 0 ? 2 : 1;
+constexpr bool P_SHIFT = P_STAGES && kT % 4 != 0;
+constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
+// Where element 0 of global row `row` of P sits in its buffer row (block
+// columns start at multiples of 32, so only the row's start matters).
+__device__ __forceinline__ int p_shift(i64 row) {
+    return P_SHIFT ? (int)(((unsigned long long)row * (unsigned long long)kT) & 3u) : 0;
+}
 constexpr i64 GS_LD = {{GS_LD}};
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 // Shared-memory rows, padded so one warp's fragment reads spread over the
@@ -132,13 +141,29 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
         tc::copy_tile<BI, kD, NT>(sm + OFF_Q + buf * BI * LD_Q, LD_Q, query + (head_rows + i0) * kD, kD, 0, 0,
                                   kT - i0, kD);
     };
-    // P and Pd of the step at row i0 into ring buffer `pb`; rows and keys at or past T read as zeros.
+    // P and Pd of the step at row i0 into ring buffer `pb`; rows at or past T read as zeros.
     auto load_p = [&](i64 i0, int pb) {
         if (i0 >= kT) return;
-        const i64 at = (head_rows + i0) * kT + j0;
-        tc::copy_tile<BI, BJ, NT, P_VEC>(sm + OFF_P + pb * BI * LD_S, LD_S, probs + at, kT, 0, 0, kT - i0, kT - j0);
-        tc::copy_tile<BI, BJ, NT, P_VEC>(sm + OFF_PD + pb * BI * LD_S, LD_S, probs_dropped + at, kT, 0, 0, kT - i0,
-                                         kT - j0);
+        float *dp = sm + OFF_P + pb * BI * LD_S, *dpd = sm + OFF_PD + pb * BI * LD_S;
+        if constexpr (!P_SHIFT) { // keys at or past T read as zeros too
+            const i64 at = (head_rows + i0) * kT + j0;
+            tc::copy_tile<BI, BJ, NT>(dp, LD_S, probs + at, kT, 0, 0, kT - i0, kT - j0);
+            tc::copy_tile<BI, BJ, NT>(dpd, LD_S, probs_dropped + at, kT, 0, 0, kT - i0, kT - j0);
+        } else {
+            // BJ/4 + 1 chunks cover a shifted row. Keys at or past T read the next
+            // row's (finite) values: gS there is multiplied by keep_s = 0 and
+            // those gV rows are not stored. Past the tensor's end: zeros.
+            constexpr int CPR = BJ / 4 + 1;
+            for (int q = tid; q < BI * CPR; q += NT) {
+                const int r = q / CPR, c = q % CPR;
+                const i64 row = head_rows + i0 + r;
+                const i64 start = row * kT + j0 - p_shift(row) + 4 * c;
+                const i64 left = P_ELEMS - start;
+                const int bytes = i0 + r < kT ? (int)(left >= 4 ? 16 : left > 0 ? 4 * left : 0) : 0;
+                tc::cp_async16_bytes(dp + r * LD_S + 4 * c, bytes ? probs + start : probs, bytes);
+                tc::cp_async16_bytes(dpd + r * LD_S + 4 * c, bytes ? probs_dropped + start : probs_dropped, bytes);
+            }
+        }
     };
     load_step(0, 0);
     tc::cp_async_commit(); // with k_j, v_j
@@ -186,8 +211,11 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
             for (int hh = 0; hh < 2; ++hh) {
                 const int r = wm1 + g + 8 * hh, c = wn1 + 8 * f + 2 * t;
                 float s[2];
-#pragma unroll
-                if constexpr (P_STAGES) {
+                if constexpr (P_SHIFT) { // odd offsets: no 8-byte reads
+                    const int at = r * LD_S + p_shift(head_rows + i0 + r) + c;
+                    p[f][2 * hh] = Pt[at], p[f][2 * hh + 1] = Pt[at + 1];
+                    pd[f][2 * hh] = Pdt[at], pd[f][2 * hh + 1] = Pdt[at + 1];
+                } else if constexpr (P_STAGES) {
                     const float2 pp = *reinterpret_cast<const float2 *>(Pt + r * LD_S + c);
                     const float2 qq = *reinterpret_cast<const float2 *>(Pdt + r * LD_S + c);
                     p[f][2 * hh] = pp.x, p[f][2 * hh + 1] = pp.y, pd[f][2 * hh] = qq.x, pd[f][2 * hh + 1] = qq.y;
@@ -226,14 +254,17 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
         if constexpr (KV_SPLIT) {
             const float *Xa = owns_k ? Ss : PdA, *Xb = owns_k ? Qs : GAs;
             const int ldb = owns_k ? LD_Q : LD_GA;
+            const bool shifted = P_SHIFT && !owns_k; // Pd's rows sit shifted, gS's do not
 #pragma unroll
             for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
-                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return Xa[kk * LD_S + wm2 + m]; },
+                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) {
+                    return Xa[kk * LD_S + (shifted ? p_shift(head_rows + i0 + kk) : 0) + wm2 + m]; },
                                    [&](int kk, int n) { return Xb[kk * ldb + wn2 + n]; });
         } else {
 #pragma unroll
             for (int k = 0; k < BI; k += tc::kstep<MODE>::value)
-                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) { return PdA[kk * LD_S + wm2 + m]; },
+                tc::warp_mma<MODE>(accV, k, [&](int m, int kk) {
+                    return PdA[kk * LD_S + p_shift(head_rows + i0 + kk) + wm2 + m]; },
                                    [&](int kk, int n) { return GAs[kk * LD_GA + wn2 + n]; });
 #pragma unroll
             for (int k = 0; k < BI; k += tc::kstep<MODE>::value)

@@ -125,36 +125,29 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
 }
-// 4, 8 or 16 bytes (16 bypasses L1, as above; the narrow ones may only go
-// through it), for rows whose alignment is only that of 1 or 2 floats.
-template <int BYTES> __device__ __forceinline__ void cp_async(void *smem, const void *gmem, bool valid) {
-    static_assert(BYTES == 4 || BYTES == 8 || BYTES == 16, "cp.async copies 4, 8 or 16 bytes");
-    if constexpr (BYTES == 16) {
-        cp_async16(smem, gmem, valid);
-    } else {
-        const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(s), "l"(gmem), "n"(BYTES),
-                     "r"(valid ? BYTES : 0));
-    }
+// 16 bytes of which the first `bytes` (0, 4, 8, 12 or 16) are read, the rest zeros.
+__device__ __forceinline__ void cp_async16_bytes(void *smem, const void *gmem, int bytes) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 // A ROWS x COLS tile of a row-major matrix (leading dimension ld) from row r0,
-// column c0 into shared memory (row stride lds), VEC floats per copy among NT
+// column c0 into shared memory (row stride lds), 16 bytes per copy among NT
 // threads; rows at or past rend and columns at or past cend read as zeros.
-// COLS, ld, c0 and cend are multiples of VEC (the caller's alignment contract).
+// COLS, c0 and cend are multiples of 4 (the caller's alignment contract).
 // The passes are unrolled and each thread keeps one column (NT is a multiple
 // of a row's chunks), so a copy costs a bound check and the cp.async: the
 // address math is done once (a generic loop here cost more instructions than
 // the products it fed).
-template <int ROWS, int COLS, int NT, int VEC = 4>
+template <int ROWS, int COLS, int NT>
 __device__ __forceinline__ void copy_tile(float *dst, int lds, const float *src, i64 ld, i64 r0, i64 c0, i64 rend,
                                           i64 cend) {
-    constexpr int CPR = COLS / VEC, CHUNKS = ROWS * CPR, PASSES = (CHUNKS + NT - 1) / NT;
-    static_assert(NT % CPR == 0, "threads must cover whole rows of chunks");
+    constexpr int CPR = COLS / 4, CHUNKS = ROWS * CPR, PASSES = (CHUNKS + NT - 1) / NT;
+    static_assert(NT % CPR == 0, "threads must cover whole rows of 16-byte chunks");
     constexpr int RS = NT / CPR; // rows between one pass and the next
-    const int rt = threadIdx.x / CPR, col = VEC * (threadIdx.x % CPR);
+    const int rt = threadIdx.x / CPR, col = 4 * (threadIdx.x % CPR);
     const bool col_ok = c0 + col < cend;
     const float *s = src + (r0 + rt) * ld + c0 + col;
 #pragma unroll
@@ -162,7 +155,7 @@ __device__ __forceinline__ void copy_tile(float *dst, int lds, const float *src,
         const int r = rt + p * RS;
         if (CHUNKS % NT != 0 && r >= ROWS) break;
         const bool ok = col_ok && r0 + r < rend;
-        cp_async<4 * VEC>(&dst[r * lds + col], ok ? s + p * RS * ld : src, ok);
+        cp_async16(&dst[r * lds + col], ok ? s + p * RS * ld : src, ok);
     }
 }
 
