@@ -637,25 +637,25 @@ class Timer:
         return self._events_us(fn, self.warmup, self.iters, before=self.flush)
 
 
-def measure_copy_bandwidth(timer, gib):
-    """Device-to-device copy, bytes read + written over the cold-L2 median time. Returns GB/s."""
-    n = int(gib * (1 << 30))
+def time_copy(timer, n):
+    """A device-to-device copy of n bytes (n read, n written), timed like the tools. Returns (median us, samples)."""
     src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     med, samples, _ = timer.time_us(lambda: dst.copy_(src))
+    return med, samples
+
+
+def measure_copy_bandwidth(timer, gib):
+    """Device-to-device copy, bytes read + written over the cold-L2 median time. Returns GB/s."""
+    n = int(gib * (1 << 30))
+    med, samples = time_copy(timer, n)
     return 2 * n / (med * 1e-6) / 1e9, med, samples
 
 
 def measure_same_bytes_copy(timer, nbytes):
-    """A device-to-device copy that reads and writes nbytes in all (nbytes / 2 each way), timed like the
-    tools: what moving exactly a workload's bytes costs from a cold L2, launch, ramp and tail included.
-    Returns the median in microseconds."""
-    n = max(1, nbytes // 2)
-    src = torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    med, _, _ = timer.time_us(lambda: dst.copy_(src))
-    del src, dst
-    return med
+    """A copy that reads and writes nbytes in all (nbytes / 2 each way): what moving exactly a workload's
+    bytes costs from a cold L2, launch, ramp and tail included. Returns the median in microseconds."""
+    return time_copy(timer, max(1, nbytes // 2))[0]
 
 
 def measure_tf32_rate(timer, n=8192):

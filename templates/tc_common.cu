@@ -119,16 +119,16 @@ template <int FM, int FN> __device__ __forceinline__ void zero(float (&acc)[FM][
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 }
 
-// 16 bytes global -> shared without passing through registers; an invalid
-// chunk is filled with zeros (source size 0), its address never read.
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
-}
-// 16 bytes of which the first `bytes` (0, 4, 8, 12 or 16) are read, the rest zeros.
+// 16 bytes global -> shared without passing through registers, of which the
+// first `bytes` (0, 4, 8, 12 or 16) are read and the rest filled with zeros;
+// with 0 the address is never read.
 __device__ __forceinline__ void cp_async16_bytes(void *smem, const void *gmem, int bytes) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+// The whole 16 bytes, or zeros for an invalid chunk.
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {
+    cp_async16_bytes(smem, gmem, valid ? 16 : 0);
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }

@@ -98,7 +98,7 @@ static void edit_attention_suite_compiles(void **state) {
     attnbwd_shape odd = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 77, 1, 0};
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "kv_split=1 bj=32", &k), ATTNBWD_OK);
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "kv_split=1 bj=64", &k), ATTNBWD_OK);
-    /* P and Pd through the shared-memory ring: 4-byte copies at odd T, three buffers at bj=64. */
+    /* P and Pd through the shared-memory ring: rows copied shifted at odd T, three buffers at bj=64. */
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "p_stages=2 bj=32", &k), ATTNBWD_OK);
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "p_stages=3 bj=64", &k), ATTNBWD_OK);
     /* Argument checks come before any launch. */
