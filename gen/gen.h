@@ -29,6 +29,8 @@ typedef struct plan_launch {
     int signal;
     int n_waits;
     int waits[PLAN_MAX_WAITS];
+    int pdl;              /* may start before the launch ahead of it on its lane ends
+                             (programmatic dependent launch; its kernel waits for that one) */
 } plan_launch;
 
 typedef struct kernel_plan {

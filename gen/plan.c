@@ -117,6 +117,16 @@ static attnbwd_status read_lanes(lua_State *L, int t, plan_launch *l) {
     if (!ok) return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s: waits must be a list of at most %d events in [0, %d]",
                             l->name, PLAN_MAX_WAITS, PLAN_MAX_EVENTS - 1);
     l->n_waits = n;
+    /* pdl: a boolean, absent meaning false; only a launch with no event to
+     * wait for may be placed before the one ahead of it ends. */
+    lua_getfield(L, t, "pdl");
+    int pdl_type = lua_type(L, -1);
+    l->pdl = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    if (pdl_type != LUA_TNIL && pdl_type != LUA_TBOOLEAN)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s: pdl must be a boolean", l->name);
+    if (l->pdl && n > 0)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s: pdl with events to wait for", l->name);
     return ATTNBWD_OK;
 }
 
@@ -155,13 +165,18 @@ static attnbwd_status read_launch(lua_State *L, int t, plan_launch *l) {
 }
 
 /* Every wait names an event an earlier launch signalled (so plan order is a
- * valid order on one stream) and each event is signalled once. */
+ * valid order on one stream), each event is signalled once, and a pdl launch
+ * follows another on its lane. */
 static attnbwd_status check_events(kernel_plan *p) {
-    int signalled[PLAN_MAX_EVENTS] = {0};
+    int signalled[PLAN_MAX_EVENTS] = {0}, started[PLAN_MAX_LANES] = {0};
     p->n_lanes = 1;
     p->n_events = 0;
     for (int i = 0; i < p->n_launches; ++i) {
         const plan_launch *l = &p->launches[i];
+        if (l->pdl && !started[l->lane])
+            return err_set(ATTNBWD_ERR_LUA, "Lua: launch %d (%s) has pdl but is the first on lane %d", i + 1, l->name,
+                           l->lane);
+        started[l->lane] = 1;
         for (int w = 0; w < l->n_waits; ++w)
             if (!signalled[l->waits[w]])
                 return err_set(ATTNBWD_ERR_LUA, "Lua: launch %d (%s) waits on event %d, which no earlier launch signals",

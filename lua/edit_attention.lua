@@ -59,14 +59,24 @@ end
 -- only the sm_90 devices (H100, H200) get it; nil arch: the H200's.
 local function wgmma_arch(arch) return arch == nil or arch == "sm_90" end
 
+-- Programmatic dependent launch (griddepcontrol) came with sm_90; nil arch: the H200.
+local function pdl_arch(arch)
+  local n = tonumber((arch or "sm_90"):match("^sm_(%d+)"))
+  return n ~= nil and n >= 90
+end
+
 function M.heuristic(shape, arch)
   -- 64 keys per attention block, P and Pd through a ring of two shared-memory
   -- buffers: measured on the 16 public workloads (2026-12-03, docs/
   -- benchmarks.md), bj=64 within 2% of the best everywhere, the ring 2-10%
   -- faster where T % 4 == 0 and, with rows copied from the 16-byte boundary
-  -- before them, 0-5% faster at odd T.
+  -- before them, 0-5% faster at odd T. pdl=1 (third session): faster on all
+  -- 16, 2-10% on the small ones; pdl=2 and a_smem=1 were not; gQ on wgmma
+  -- (wg_gq) is 5-19% faster alone on 12 of 16 (docs/benchmarks.md).
   local t = { precision = shape.precision, col_split = COL_SPLIT, fused = 1, bj = 64, gs_store = 1,
-              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1, p_stages = 2 }
+              wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1, p_stages = 2,
+              pdl = pdl_arch(arch) and 1 or 0, a_smem = 0 }
+  t.wg_gq = t.wg -- gQ on wgmma wherever the products may be
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -94,10 +104,19 @@ function M.validate(shape, t, arch)
     return "p_stages must be 0 (P and Pd through registers), 2 or 3 (a ring in shared memory)"
   end
   if t.p_stages ~= 0 and t.fused ~= 1 then return "p_stages is for fused=1" end
+  if t.pdl ~= 0 and t.pdl ~= 1 and t.pdl ~= 2 then
+    return "pdl must be 0 (none), 1 (placed as the kernel ahead ends) or 2 (placed early)"
+  end
+  if t.pdl ~= 0 and not pdl_arch(arch) then
+    return "pdl=" .. t.pdl .. " (programmatic dependent launch) needs sm_90 or newer; " .. arch .. " has none"
+  end
   if t.wg == 1 and (t.precision ~= 0 or t.fused ~= 1) then
     return "wg=1 (wgmma products) is for precision 0 (tf32) with fused=1"
   end
   if t.wg == 1 and not wgmma_arch(arch) then return "wg=1 needs sm_90 (wgmma); " .. arch .. " has none" end
+  if t.a_smem ~= 0 and t.a_smem ~= 1 then return "a_smem must be 0 or 1" end
+  if t.a_smem == 1 and t.wg ~= 1 then return "a_smem=1 (wgmma's A from shared memory) is for wg=1" end
+  if t.wg_gq ~= 0 and t.wg_gq ~= 1 then return "wg_gq must be 0 or 1 (gQ on wgmma where wg=1 and gs_store=1)" end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
@@ -143,6 +162,17 @@ function M.candidates(shape)
       if not M.validate(shape, t) then add(t) end
     end
   end
+  if first.wg == 1 then -- wgmma's A (stored [M, K]) from registers or from shared memory; gQ on mma.sync
+    local t = M.heuristic(shape)
+    t.a_smem = 1 - t.a_smem
+    add(t)
+    t = M.heuristic(shape)
+    t.wg_gq = 0
+    add(t)
+  end
+  local serial = M.heuristic(shape) -- each kernel placed only after the one before it ends
+  serial.pdl = 0
+  add(serial)
   local legacy = M.heuristic(shape)
   legacy.fused, legacy.wg, legacy.kv_split, legacy.p_stages = 0, 0, 0, 0
   add(legacy)
@@ -206,14 +236,15 @@ local WG_CONFIGS = {
   { bm = 128, bn = 128, stages = 6, per_sm = 1, rate = 1.95e12 },
   { bm = 256, bn = 128, stages = 4, per_sm = 1, rate = 1.95e12 },
 }
-local function wg_smem(c, ta)
-  local a = ta and GEMM_BK * (c.bm + 8) or c.bm * (GEMM_BK + 4)
+local function wg_smem(c, ta, a_sw)
+  local a = ta and GEMM_BK * (c.bm + 8) or c.bm * (a_sw and GEMM_BK or GEMM_BK + 4)
   return c.stages * (a + c.bn * GEMM_BK) * 4 + 1024 -- 1 KiB to align the swizzled tiles
 end
 
--- wgmma tiles for op(A) [m, k] @ B [k, n], B read transposed.
-function M.choose_wg(m, n, k, ta, limit)
-  local best = choose(WG_CONFIGS, function(c) return wg_smem(c, ta) end, m, n, k, limit)
+-- wgmma tiles for op(A) [m, k] @ B [k, n], B read transposed; a_sw: A from
+-- shared memory (not TA).
+function M.choose_wg(m, n, k, ta, limit, a_sw)
+  local best = choose(WG_CONFIGS, function(c) return wg_smem(c, ta, a_sw) end, m, n, k, limit)
   if best then best.wg = true end
   return best
 end
@@ -222,7 +253,8 @@ end
 -- its launches in order and its source parts. Both plans below use one.
 local function new_plan(shape, t)
   local p = { prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", shape.batch, shape.seq_len, t.precision),
-              ws = {}, ws_bytes = 0, launches = {}, parts = {}, lane = 0, waiting = {}, events = {}, n_events = 0 }
+              ws = {}, ws_bytes = 0, launches = {}, parts = {}, lane = 0, waiting = {}, started = {}, events = {},
+              n_events = 0 }
   function p.reserve(name, floats)
     p.ws[name] = p.ws_bytes
     p.ws_bytes = p.ws_bytes + ((floats * 4 + 255) // 256) * 256
@@ -230,11 +262,16 @@ local function new_plan(shape, t)
   -- The argument for a region of the workspace, `plus` floats into it.
   function p.wsp(name, plus) return "ws:" .. (p.ws[name] + (plus or 0) * 4) end
   function p.render(template, values) p.parts[#p.parts + 1] = render.render(template, values) end
+  -- pdl (t.pdl = 1 or 2): a launch that follows another on its lane, with no
+  -- event to wait for, may be placed on the SMs before that one ends (its
+  -- kernel waits for it first: tc::pdl_enter), which hides the launch gap.
   function p.kernel(name, grid, args, block, smem)
+    local waits = p.waiting[p.lane]
     p.launches[#p.launches + 1] = { name = p.prefix .. "_" .. name, grid = grid, block = block or { 256, 1, 1 },
-                                    shared_bytes = smem or 0, args = args, lane = p.lane,
-                                    waits = p.waiting[p.lane] }
+                                    shared_bytes = smem or 0, args = args, lane = p.lane, waits = waits,
+                                    pdl = t.pdl > 0 and p.started[p.lane] and not waits }
     p.waiting[p.lane] = nil
+    p.started[p.lane] = true
   end
   -- Lanes: launches that follow p.on(n) run on lane n (0: the chain every
   -- output waits on; each lane a stream of its own, forked from the caller's
@@ -292,16 +329,16 @@ local function plan_fused(shape, t, arch)
   local products = {
     { name = "grad_attn_out", comment = "gA [BT,1024] = grad_output [BT,1024] @ out_weight [1024,1024]",
       m = BT, n = HID, k = HID, lda = HID, ldb = HID, ldc = HID, ta = false, tb = false,
-      a = "in:grad_output", b = "in:out_weight", c = "ws:gA" },
+      a = "in:grad_output", b = "in:out_weight", c = "ws:gA", rowdot = true },
     { name = "grad_out_weight", comment = "grad_out_weight [1024,1024] = grad_output^T @ attention_output",
       m = HID, n = HID, k = BT, lda = HID, ldb = HID, ldc = HID, ta = true, tb = false,
       a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight" },
     { name = "grad_hidden", comment = "grad_hidden_states [BT,1024] = grad_qkv [BT,3072] @ qkv_weight [3072,1024]",
       m = BT, n = HID, k = QKV, lda = QKV, ldb = HID, ldc = HID, ta = false, tb = false,
-      a = "ws:gqkv", b = "in:qkv_weight", c = "out:grad_hidden_states" },
+      a = "ws:gqkv", b = "in:qkv_weight", c = "out:grad_hidden_states", b_early = true },
     { name = "grad_qkv_weight", comment = "grad_qkv_weight [3072,1024] = grad_qkv^T @ hidden_states",
       m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
-      a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight" },
+      a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight", b_early = true },
   }
   -- Each product on mma.sync, or (wg = 1) on wgmma with B transposed into
   -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
@@ -309,8 +346,14 @@ local function plan_fused(shape, t, arch)
   for _, g in ipairs(products) do
     g.choice = M.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch))
     if t.wg == 1 and not g.tb then
-      local w = M.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch))
-      w.time = w.time + 2 * g.n * g.k * 4 / 2.6e12 + 9e-6 -- the transpose, as measured (2.6 TB/s, 12 us at 4 MB)
+      g.a_sw = t.a_smem == 1 and not g.ta
+      local w = M.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw)
+      -- The transpose, as measured (2.6 TB/s, 12 us at 4 MB); a quarter of it
+      -- where it runs on a side lane long before the product (qkv_weight for
+      -- grad_hidden, hidden_states for grad_qkv_weight, both at the start):
+      -- it only takes bandwidth from the others then.
+      local transpose = 2 * g.n * g.k * 4 / 2.6e12 + 9e-6
+      w.time = w.time + (g.b_early and 0.25 or 1) * transpose
       if w.time < g.choice.time then g.choice, g.kp = w, ceil_div(g.k, 4) * 4 end
     end
   end
@@ -334,8 +377,12 @@ local function plan_fused(shape, t, arch)
   end
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
 
-  local any_wg = false
+  -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
+  -- stored transposed (through registers), gS's rows B, rounded in place.
+  local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
+  local any_wg = gq_wg
   for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
+  if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
   p.render("tc_common.cu", {})
   p.render("gemm_tc.cu", {})
   if any_wg then
@@ -358,10 +405,10 @@ local function plan_fused(shape, t, arch)
       p.render("gemm_wg_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
         LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,
-        SPLITS = g.choice.splits,
+        SPLITS = g.choice.splits, A_SW = g.a_sw,
       })
       p.kernel(g.name, grid, { bind(g.a), wsp("tB_" .. g.name), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 },
-               wg_smem(c, g.ta))
+               wg_smem(c, g.ta, g.a_sw))
     else
       p.render("gemm_tc_kernel.cu", {
         NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
@@ -371,7 +418,13 @@ local function plan_fused(shape, t, arch)
       p.kernel(g.name, grid, { bind(g.a), bind(g.b), out, "f32:one" }, { c.warps_m * c.warps_n * 32, 1, 1 },
                gemm_smem(c, g.ta, g.tb))
     end
-    if split then
+    if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
+      p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = g.m,
+                                                   SPLITS = g.choice.splits })
+      p.kernel(g.name .. "_reduce", { ceil_div(g.m * H * 32, 256), 1, 1 },
+               { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot") })
+      g.rowdot_done = true
+    elseif split then
       p.render("splitk_reduce_kernel.cu", {
         NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
       p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
@@ -398,7 +451,9 @@ local function plan_fused(shape, t, arch)
   p.on(2)
   transpose_b(gqw)
   p.on(0)
-  p.kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
+  if not gattn.rowdot_done then
+    p.kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
+  end
   if t.gs_store == 0 then -- the red.add targets start at zero
     p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
            { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
@@ -422,15 +477,27 @@ local function plan_fused(shape, t, arch)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local c = GEMM_CONFIGS[3]
     local kname = p.prefix .. "_grad_query"
-    p.render("gemm_tc_batched_kernel.cu", {
-      NAME = kname, COMMENT = "gQ = scale * gS @ k_h per (b, h), into grad_qkv[:, 0:1024]",
-      M = T, N = D, K = T, LDA = T4, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,
-      BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m, WARPS_N = c.warps_n, STAGES = c.stages,
-      KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H,
-      SA1 = H * T * T4, SA0 = T * T4, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
-    })
-    p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
-           { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
+    if gq_wg then
+      local w = { bm = 64, bn = 128, stages = 4 }
+      p.render("gemm_wg_batched_kernel.cu", {
+        NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
+        M = D, N = T, K = T, LDA = D, LDB = T4, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
+        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D, SB1 = H * T * T4,
+        SB0 = T * T4, SC1 = T * QKV, SC0 = D,
+      })
+      p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H }, { "in:key", wsp("gs"), wsp("gqkv"), "f32:scale" },
+               { w.bm // 64 * 128, 1, 1 }, wg_smem(w, true))
+    else
+      p.render("gemm_tc_batched_kernel.cu", {
+        NAME = kname, COMMENT = "gQ = scale * gS @ k_h per (b, h), into grad_qkv[:, 0:1024]",
+        M = T, N = D, K = T, LDA = T4, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,
+        BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m, WARPS_N = c.warps_n, STAGES = c.stages,
+        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H,
+        SA1 = H * T * T4, SA0 = T * T4, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
+      })
+      p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
+               { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
+    end
     p.signal("grad_qkv")
   end
   p.on(2)
@@ -470,6 +537,7 @@ local function plan_sequence(shape, t, arch)
   p.reserve("colpart", COL_SPLIT * QKV)
   p.reserve("biaspart", H * POS * 2)
 
+  if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
   p.render("tc_common.cu", {})
   p.render("gemm_common.cu", {})
   local function gemm(name, g)

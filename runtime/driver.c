@@ -45,6 +45,8 @@
 #define DECLARE(name, sym, args) static CUresult(*p_##name) args;
 DRIVER_FUNCTIONS(DECLARE)
 #undef DECLARE
+/* Optional: without it (a driver before CUDA 11.8) every launch is a plain one. */
+static CUresult (*p_cuLaunchKernelEx)(const CUlaunchConfig *, CUfunction, void **, void **);
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static attnbwd_status load_status;
@@ -84,6 +86,7 @@ static void load_driver(void) {
     }
     DRIVER_FUNCTIONS(RESOLVE)
 #undef RESOLVE
+    *(void **)(&p_cuLaunchKernelEx) = dlsym(h, "cuLaunchKernelEx");
     CUresult r = p_cuInit(0);
     if (r != CUDA_SUCCESS) {
         load_status = r == CUDA_ERROR_NO_DEVICE ? ATTNBWD_ERR_NO_DEVICE : ATTNBWD_ERR_NO_DRIVER;
@@ -206,12 +209,25 @@ void drv_module_unload(drv_device *dev, void *module) {
 
 attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3],
                           const unsigned block[3], unsigned shared_bytes, void *stream,
-                          void **args) {
+                          void **args, int programmatic) {
     attnbwd_status status = ATTNBWD_OK;
     int pushed = enter(dev, &status);
     if (pushed < 0) return status;
-    CU_CHECK(p_cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                              shared_bytes, (CUstream)stream, args, NULL));
+    if (programmatic && p_cuLaunchKernelEx) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig config = {
+            .gridDimX = grid[0], .gridDimY = grid[1], .gridDimZ = grid[2],
+            .blockDimX = block[0], .blockDimY = block[1], .blockDimZ = block[2],
+            .sharedMemBytes = shared_bytes, .hStream = (CUstream)stream, .attrs = &attr, .numAttrs = 1,
+        };
+        CU_CHECK(p_cuLaunchKernelEx(&config, (CUfunction)function, args, NULL));
+    } else {
+        CU_CHECK(p_cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                  shared_bytes, (CUstream)stream, args, NULL));
+    }
 cleanup:
     leave(pushed);
     return status;

@@ -36,10 +36,13 @@ attnbwd_status drv_module_function(drv_device *dev, void *module, const char *fu
                                    void **function);
 void drv_module_unload(drv_device *dev, void *module);
 
-/* cuLaunchKernel in the primary context on `stream`. */
+/* cuLaunchKernel in the primary context on `stream`. programmatic: the
+ * kernel may be placed before the one ahead of it on the stream ends
+ * (programmatic dependent launch; the kernel must wait for it with
+ * griddepcontrol.wait before touching memory). */
 attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3],
                           const unsigned block[3], unsigned shared_bytes, void *stream,
-                          void **args);
+                          void **args, int programmatic);
 
 /* The library's own streams and events (problem 2 runs independent kernels
  * side by side on streams forked from the caller's). drv_stream_create: a

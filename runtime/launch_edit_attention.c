@@ -78,8 +78,11 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spe
     return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention.lua: unknown kernel argument '%s'", spec);
 }
 
-/* One launch of the plan on `stream`, its arguments bound. */
-static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, int i, void *stream) {
+/* One launch of the plan on `stream`, its arguments bound; programmatic: it
+ * may be placed before the kernel ahead of it on the stream ends (the
+ * plan's kernels wait for that one as they start). */
+static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, int i, void *stream,
+                                 int programmatic) {
     const plan_launch *l = &k->plan.launches[i];
     const float one = 1.0f;
     arg_value values[16];
@@ -89,7 +92,7 @@ static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention
         if ((s = bind(args, l->args[a], &one, &values[a])) != ATTNBWD_OK) return s;
         argv[a] = &values[a];
     }
-    s = drv_launch(&k->ctx->dev, k->functions[i], l->grid, l->block, l->shared_bytes, stream, argv);
+    s = drv_launch(&k->ctx->dev, k->functions[i], l->grid, l->block, l->shared_bytes, stream, argv, programmatic);
     return s == ATTNBWD_OK ? s : err_wrap(s, "launching %s", l->name);
 }
 
@@ -118,7 +121,7 @@ static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attenti
         const plan_launch *l = &p->launches[i];
         void *st = lanes[l->lane];
         for (int w = 0; s == ATTNBWD_OK && w < l->n_waits; ++w) s = drv_stream_wait_event(dev, st, k->events[l->waits[w]]);
-        if (s == ATTNBWD_OK) s = launch_one(k, args, i, st);
+        if (s == ATTNBWD_OK) s = launch_one(k, args, i, st, l->pdl);
         if (s == ATTNBWD_OK && l->signal >= 0) s = drv_event_record(dev, k->events[l->signal], st);
     }
     for (int lane = first; forked && lane < p->n_lanes; ++lane) {
@@ -163,7 +166,9 @@ attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit
                        k->plan.n_launches);
     attnbwd_status s = kernel_ensure_loaded(k);
     if (s != ATTNBWD_OK) return s;
-    /* Plan order on the caller's stream meets every wait of the lanes. */
-    for (int i = first; s == ATTNBWD_OK && i < first + count; ++i) s = launch_one(k, args, i, stream);
+    /* Plan order on the caller's stream meets every wait of the lanes; a
+     * pdl launch then follows whichever kernel of the plan is ahead of it. */
+    for (int i = first; s == ATTNBWD_OK && i < first + count; ++i)
+        s = launch_one(k, args, i, stream, i > first && k->plan.launches[i].pdl);
     return s;
 }

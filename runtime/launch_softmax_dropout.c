@@ -40,7 +40,7 @@ attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const float *grad_
     const uint8_t *dm = dropout_mask ? dropout_mask : mask; /* never read when p == 0 */
     void *args[] = {(void *)&grad_output, (void *)&p_attn, (void *)&mask, (void *)&dm, &keep_scale, &grad_scores};
     s = drv_launch(&k->ctx->dev, atomic_load_explicit(&k->function, memory_order_acquire), k->plan.grid,
-                   k->plan.block, k->plan.shared_bytes, stream, args);
+                   k->plan.block, k->plan.shared_bytes, stream, args, 0);
     if (s != ATTNBWD_OK) return err_wrap(s, "launching %s", k->plan.name);
     return ATTNBWD_OK;
 }

@@ -69,6 +69,7 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
                      const float *__restrict__ attention_mask, const float *__restrict__ edit_region_mask,
                      float *__restrict__ grad_qkv, float *__restrict__ grad_edit_region_bias,
                      float *__restrict__ partials, float *__restrict__ gs, float scale) {
+    tc::pdl_enter();
     using namespace fa;
     extern __shared__ float4 smem4[];
     float *sm = reinterpret_cast<float *>(smem4);
@@ -325,6 +326,7 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
 // head: one warp per (b, i, h).
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_rowdot(const float *__restrict__ gA, const float *__restrict__ attention_output, float *__restrict__ rowdot) {
+    tc::pdl_enter();
     using namespace fa;
     const i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
@@ -341,6 +343,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // Zeros in `cols` (a multiple of 4) columns of `rows` rows with leading dimension ld.
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_zero(float *__restrict__ x, long long rows, int cols, long long ld) {
+    tc::pdl_enter();
     const long long q = (long long)blockIdx.x * blockDim.x + threadIdx.x, per_row = cols / 4;
     if (q >= rows * per_row) return;
     *reinterpret_cast<float4 *>(x + (q / per_row) * ld + 4 * (q % per_row)) = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -351,6 +354,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_within_cross(const float *__restrict__ partials, float *__restrict__ grad_within_edit_bias,
                         float *__restrict__ grad_cross_edit_bias) {
+    tc::pdl_enter();
     using namespace fa;
     __shared__ float scratch[NT / 32];
     const int h = blockIdx.x;

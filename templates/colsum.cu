@@ -3,6 +3,7 @@
 // pass over those partials of each column.
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_colsum_partial(const float *__restrict__ x, float *__restrict__ partials, long long rows, int ncols) {
+    tc::pdl_enter();
     const int c = blockIdx.x * 256 + threadIdx.x;
     if (c >= ncols) return;
     const long long per = (rows + {{COL_SPLIT}} - 1) / {{COL_SPLIT}}, r0 = blockIdx.y * per;
@@ -14,6 +15,7 @@ extern "C" __global__ void __launch_bounds__(256)
 
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_colsum_final(const float *__restrict__ partials, float *__restrict__ out, int ncols) {
+    tc::pdl_enter();
     const int c = blockIdx.x * 256 + threadIdx.x;
     if (c >= ncols) return;
     float s = 0.f;

@@ -18,6 +18,7 @@ constexpr bool kVec = kLd % 4 == 0; // gS rows 16-byte aligned
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_bias_grads(const float *__restrict__ gs, const float *__restrict__ edit_region_mask,
                       float *__restrict__ grad_edit_region_bias, float *__restrict__ partials) {
+    tc::pdl_enter();
     using namespace ea;
     __shared__ float scratch[8];
     const long long h = blockIdx.y, i = blockIdx.x;
@@ -59,6 +60,7 @@ extern "C" __global__ void __launch_bounds__(256)
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_bias_final(const float *__restrict__ partials, float *__restrict__ grad_within_edit_bias,
                       float *__restrict__ grad_cross_edit_bias) {
+    tc::pdl_enter();
     __shared__ float scratch[8];
     const int h = blockIdx.x;
     float w = 0.f, c = 0.f;

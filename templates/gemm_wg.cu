@@ -19,6 +19,18 @@
 // the leading dimensions multiples of 4, B's rows zero-padded past K to a
 // multiple of 4 (the transpose writes them), pointers 16-byte aligned; rows
 // past M or N and k past K read as zeros.
+//
+// A_SW (A stored [M, K], tile a_smem=1): A goes to the wgmmas from shared
+// memory instead, in the same swizzled K-major tiles as B. The tensor cores
+// would truncate raw fp32 bits, so each thread rounds the 16-byte chunks it
+// copied in place (the add of to_tf32) as soon as they land, while the
+// previous tile's wgmmas still run: the same operand bits as the register
+// path, without its two register sets and fragment loads.
+//
+// B_RAW: B is raw fp32 (gS for gQ, not a rounded copy), rounded in place the
+// same way. TC: C is stored transposed, C[n * ldc + m] (gQ^T = k^T gS^T
+// computed as [64, T] and written as gQ [T, 64]: the keys are then A, stored
+// [K, M], which the register path reads as they are, so no copy of them).
 namespace tc {
 
 // Shared-memory descriptor of a K-major tile in the 128-byte swizzle: start
@@ -33,31 +45,45 @@ __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.s
 template <int N> __device__ __forceinline__ void wg_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-// Makes this thread's cp.async writes to shared memory visible to wgmma (the async proxy).
+// Makes this thread's writes to shared memory (cp.async's and its own) visible to wgmma (the async proxy).
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// The 64 fp32 accumulators of an m64n128 wgmma as asm operands %0..%63 (the
+// text, and the operands bound to d).
+#define TC_WG_ACC_TEXT \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+#define TC_WG_ACC(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+    "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+    "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+    "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
 // d[64] += A (64 x 8, this warp's rows 16q..16q+15 in registers a, laid out
 // as mma.sync m16n8k8's A fragment) @ B (8 x 128, descriptor b), TF32, fp32
 // accumulation. d[4j..4j+3] of warp q, lane (g, t): rows 16q+g, 16q+g+8,
 // columns 8j+2t, 8j+2t+1 (as mma.sync's m16n8 fragments).
 __device__ __forceinline__ void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " TC_WG_ACC_TEXT
+                 "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+                 : TC_WG_ACC(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+
+// d[64] += A (64 x 8, descriptor a, K-major like B) @ B (8 x 128, descriptor b).
+__device__ __forceinline__ void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " TC_WG_ACC_TEXT
+                 "%64, %65, p, 1, 1;\n}\n"
+                 : TC_WG_ACC(d)
+                 : "l"(a), "l"(b));
 }
 
 // ROWS x 32 floats of a row-major matrix (from row r0, column k0) into a
@@ -81,15 +107,31 @@ __device__ __forceinline__ void copy_tile_sw128(float *dst, const float *src, i6
     }
 }
 
-template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT>
+// Rounds to TF32, in place, the chunks this thread copied with
+// copy_tile_sw128<ROWS, NT> (zeros stay zeros to the tensor cores).
+template <int ROWS, int NT> __device__ __forceinline__ void round_tile_sw128(float *tile) {
+    constexpr int RS = NT / 8, PASSES = ROWS / RS;
+    const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
+    const int col = 4 * (c ^ (rt % 8));
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        uint4 *q = reinterpret_cast<uint4 *>(&tile[(rt + p * RS) * 32 + col]);
+        const float4 v = *reinterpret_cast<const float4 *>(q);
+        *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+    }
+}
+
+template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT, bool A_SW = false,
+          bool B_RAW = false, bool TC = false>
 __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float *__restrict__ B,
                                         float *__restrict__ C, i64 ldc, float alpha, int split) {
     constexpr int NT = BM / 64 * 128, NH = BN / 128;
     // B first in each stage: every tile size here is a multiple of 1024 bytes,
     // so each B tile starts where the swizzle pattern does.
-    constexpr int A_LD = TA ? BM + 8 : 36, A_SIZE = TA ? 32 * A_LD : BM * A_LD;
+    constexpr int A_LD = TA ? BM + 8 : A_SW ? 32 : 36, A_SIZE = TA ? 32 * A_LD : BM * A_LD;
     constexpr int B_SIZE = BN * 32, STAGE = A_SIZE + B_SIZE;
     static_assert(BM % 64 == 0 && BN % 128 == 0 && STAGES >= 3 && KSPLIT % 32 == 0, "wgmma tiles");
+    static_assert(!(A_SW && TA), "A from shared memory must be K-major");
     static_assert(A_SIZE % 256 == 0, "stages of whole 1024-byte blocks");
     extern __shared__ float4 smem4[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
@@ -105,7 +147,8 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
         float *Bs = smem + stage * STAGE, *As = Bs + B_SIZE;
         const i64 k0 = kbeg + (i64)kt * 32;
         copy_tile_sw128<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
-        if constexpr (TA) copy_tile<32, BM, NT>(As, A_LD, A, LDA, k0, m0, kend, M);
+        if constexpr (A_SW) copy_tile_sw128<BM, NT>(As, A, LDA, m0, k0, M, kend);
+        else if constexpr (TA) copy_tile<32, BM, NT>(As, A_LD, A, LDA, k0, m0, kend, M);
         else copy_tile<BM, 32, NT>(As, A_LD, A, LDA, m0, k0, M, kend);
     };
 
@@ -120,11 +163,24 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
     // stage of tile kt-1 is still being read by the group left in flight.
     auto step = [&](int kt, unsigned (&a)[4][4]) {
         cp_async_wait<STAGES - 3>();
+        if constexpr (A_SW) round_tile_sw128<BM, NT>(smem + (kt % STAGES) * STAGE + B_SIZE);
+        if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
         fence_async_shared();
         __syncthreads(); // tile kt is in place for everyone; tile kt-2's wgmmas are done in every warpgroup
         if (kt + STAGES - 2 < ktiles) load((kt + STAGES - 2) % STAGES, kt + STAGES - 2);
         cp_async_commit();
         const float *Bs = smem + (kt % STAGES) * STAGE, *As = Bs + B_SIZE;
+        if constexpr (A_SW) {
+            wg_fence();
+#pragma unroll
+            for (int s = 0; s < 4; ++s)
+#pragma unroll
+                for (int h = 0; h < NH; ++h)
+                    wgmma_n128_tf32_ss(acc[h], wg_desc(As + wg * 64 * 32 + 8 * s), wg_desc(Bs + h * 128 * 32 + 8 * s));
+            wg_commit();
+            wg_wait<1>();
+            return;
+        }
         auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
 #pragma unroll
         for (int s = 0; s < 4; ++s) tf32_a_fragment(a[s], g, 8 * s + t, at);
@@ -168,7 +224,10 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
                 const i64 rr = r + 8 * e;
                 if (rr >= M) continue;
                 const float x = alpha * acc[h][4 * j + 2 * e], y = alpha * acc[h][4 * j + 2 * e + 1];
-                if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);
+                if constexpr (TC) {
+                    if (c < N) C[c * ldc + rr] = x;
+                    if (c + 1 < N) C[(c + 1) * ldc + rr] = y;
+                } else if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);
                 else if (c < N) C[rr * ldc + c] = x;
             }
         }

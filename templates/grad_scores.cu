@@ -7,6 +7,7 @@
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_grad_scores(float *__restrict__ g, const float *__restrict__ probs, const float *__restrict__ probs_dropped,
                        const float *__restrict__ attention_mask) {
+    tc::pdl_enter();
     __shared__ float scratch[8];
     const long long row = blockIdx.x, b = row / (ea::kHeads * ea::kT), base = row * ea::kT;
     float s = 0.f;

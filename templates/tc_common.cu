@@ -180,4 +180,22 @@ __device__ __forceinline__ float block_sum(float v, float *scratch) {
     for (int w = 0; w < 8; ++w) s += scratch[w];
     return s;
 }
+
+// Programmatic dependent launch (sm_90; the plan's `pdl` launches): such a
+// kernel may be placed on the SMs while the kernel ahead of it on its stream
+// is still running, so each kernel of these plans starts with pdl_enter(): it
+// waits until that kernel has finished and its writes are visible
+// (griddepcontrol.wait; at once for a kernel launched the usual way). Every
+// read and write comes after it. With ATTNBWD_PDL_EARLY (tile pdl=2) it then
+// lets the kernel after it be placed at once, where it waits on SMs that
+// other kernels could use; otherwise that happens as its blocks exit.
+#ifndef ATTNBWD_PDL_EARLY
+#define ATTNBWD_PDL_EARLY 0
+#endif
+__device__ __forceinline__ void pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (ATTNBWD_PDL_EARLY) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 } // namespace tc

@@ -7,6 +7,7 @@
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_transpose(const float *__restrict__ src, float *__restrict__ dst, long long rows, int cols,
                      long long ldd) {
+    tc::pdl_enter();
     __shared__ float tile[64][65];
     const long long r0 = (long long)blockIdx.x * 64;
     const int c0 = blockIdx.y * 64, tx = threadIdx.x % 64, ty = threadIdx.x / 64;

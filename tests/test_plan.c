@@ -201,6 +201,33 @@ static void check_lanes(const kernel_plan *p) {
     }
 }
 
+/* Programmatic dependent launch: every kernel of the source waits for the
+ * one ahead of it before anything else (a pdl launch may be placed while
+ * that one runs); with pdl=1 or 2 the launches that follow another on their
+ * lane without an event are pdl, the chain's among them; with pdl=0 none is. */
+static void check_pdl(const kernel_plan *p) {
+    int kernels = 0;
+    for (const char *k = strstr(p->source, "__global__"); k; k = strstr(k + 1, "__global__")) {
+        const char *body = strstr(k, ") {\n");
+        assert_non_null(body);
+        body += 4;
+        while (*body == ' ') body++;
+        if (strncmp(body, "tc::pdl_enter();", 16)) fail_msg("a kernel does not start with tc::pdl_enter(): %.80s", k);
+        kernels++;
+    }
+    assert_true(kernels >= 5);
+    const int on = tile(p->tiles, "pdl") > 0;
+    int started[PLAN_MAX_LANES] = {0}, pdl = 0, chain = 0;
+    for (int i = 0; i < p->n_launches; ++i) {
+        const plan_launch *l = &p->launches[i];
+        assert_int_equal(l->pdl, on && started[l->lane] && l->n_waits == 0);
+        pdl += l->pdl;
+        chain += l->pdl && l->lane == 0;
+        started[l->lane] = 1;
+    }
+    if (on) assert_true(chain >= 3 && pdl >= 5);
+}
+
 static void edit_attention_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -269,7 +296,11 @@ static void edit_attention_plans(void **state) {
                 assert_true(ldd % 4 == 0 && off + 4 * cols * ldd <= p.workspace_bytes);
             }
             check_lanes(&p);
-            assert_string_equal(p.compile_arch, transposes ? "sm_90a" : "");
+            check_pdl(&p);
+            /* gQ on wgmma (wg_gq=1 with wg=1 and gs_store=1) needs sm_90a too, and no transpose. */
+            const int gq_wg = strstr(p.source, "gQ^T = scale") != NULL;
+            assert_int_equal(gq_wg, fused && tile(p.tiles, "wg_gq") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store"));
+            assert_string_equal(p.compile_arch, transposes || gq_wg ? "sm_90a" : "");
             if (transposes) assert_non_null(strstr(p.tiles, "wg=1"));
             /* The four projection products, and gQ from the stored gS. */
             assert_int_equal(gemms, fused ? (strstr(p.tiles, "gs_store=1") ? 5 : 4) : 0);
@@ -321,6 +352,19 @@ static void edit_attention_fits_smaller_devices(void **state) {
     }
     assert_int_equal(gen_plan(g, &s, "sm_80", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "wg=1 needs sm_90"));
+    /* Programmatic dependent launch is sm_90's: off before it, refused when asked for. */
+    assert_int_equal(gen_plan(g, &s, "sm_80", NULL, &p), ATTNBWD_OK);
+    assert_int_equal(tile(p.tiles, "pdl"), 0);
+    kernel_plan_free(&p);
+    assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+    assert_int_equal(tile(p.tiles, "pdl"), 1);
+    kernel_plan_free(&p);
+    assert_int_equal(gen_plan(g, &s, "sm_86", "pdl=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "pdl=1 (programmatic dependent launch) needs sm_90"));
+    assert_int_equal(gen_plan(g, &s, "sm_90", "pdl=2", &p), ATTNBWD_OK); /* the early trigger, said in the source */
+    assert_non_null(strstr(p.source, "#define ATTNBWD_PDL_EARLY 1"));
+    kernel_plan_free(&p);
+    assert_int_equal(gen_plan(g, &s, "sm_90", "pdl=3", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     attnbwd_shape fp32 = s;
     fp32.precision = ATTNBWD_PRECISION_FP32;
     assert_int_equal(gen_plan(g, &fp32, "sm_90", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);

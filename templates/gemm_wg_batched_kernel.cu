@@ -1,0 +1,12 @@
+// {{COMMENT}}
+// wgmma tiles {{BM}}x{{BN}}x32, {{STAGES}} stages; blockIdx.z = z1 * {{INNER}} + z0 picks the matrices:
+// A + z1*{{SA1}} + z0*{{SA0}}, B + z1*{{SB1}} + z0*{{SB0}} (raw, rounded in shared memory), C + z1*{{SC1}} + z0*{{SC0}}
+// (stored transposed).
+extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128, 1)
+{{NAME}}(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, float alpha) {
+    tc::pdl_enter();
+    const long long z1 = blockIdx.z / {{INNER}}, z0 = blockIdx.z % {{INNER}};
+    tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, false, true, true>(
+        A + z1 * {{SA1}} + z0 * {{SA0}}, B + z1 * {{SB1}} + z0 * {{SB0}}, C + z1 * {{SC1}} + z0 * {{SC0}}, {{LDC}},
+        alpha, 0);
+}
