@@ -423,7 +423,6 @@ local function plan_fused(shape, t, arch)
                                                    SPLITS = g.choice.splits })
       p.kernel(g.name .. "_reduce", { ceil_div(g.m * H * 32, 256), 1, 1 },
                { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot") })
-      g.rowdot_done = true
     elseif split then
       p.render("splitk_reduce_kernel.cu", {
         NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
@@ -451,7 +450,7 @@ local function plan_fused(shape, t, arch)
   p.on(2)
   transpose_b(gqw)
   p.on(0)
-  if not gattn.rowdot_done then
+  if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
     p.kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
   end
   if t.gs_store == 0 then -- the red.add targets start at zero
@@ -475,7 +474,6 @@ local function plan_fused(shape, t, arch)
     p.bias_sums(wsp("gs"))
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
-    local c = GEMM_CONFIGS[3]
     local kname = p.prefix .. "_grad_query"
     if gq_wg then
       local w = { bm = 64, bn = 128, stages = 4 }
@@ -488,6 +486,7 @@ local function plan_fused(shape, t, arch)
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H }, { "in:key", wsp("gs"), wsp("gqkv"), "f32:scale" },
                { w.bm // 64 * 128, 1, 1 }, wg_smem(w, true))
     else
+      local c = GEMM_CONFIGS[3]
       p.render("gemm_tc_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ = scale * gS @ k_h per (b, h), into grad_qkv[:, 0:1024]",
         M = T, N = D, K = T, LDA = T4, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,

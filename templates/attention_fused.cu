@@ -333,11 +333,7 @@ extern "C" __global__ void __launch_bounds__(256)
     if (w >= kB * kT * kHeads) return;
     const float2 x = *reinterpret_cast<const float2 *>(gA + w * kD + 2 * lane);
     const float2 y = *reinterpret_cast<const float2 *>(attention_output + w * kD + 2 * lane);
-    float s = fmaf(x.x, y.x, x.y * y.y);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const i64 b = w / (kT * kHeads), i = (w / kHeads) % kT, h = w % kHeads;
-    if (lane == 0) rowdot[(b * kHeads + h) * kT + i] = s;
+    tc::store_head_dot(x, y, w, kT, rowdot);
 }
 
 // Zeros in `cols` (a multiple of 4) columns of `rows` rows with leading dimension ld.

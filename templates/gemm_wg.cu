@@ -170,31 +170,26 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
         if (kt + STAGES - 2 < ktiles) load((kt + STAGES - 2) % STAGES, kt + STAGES - 2);
         cp_async_commit();
         const float *Bs = smem + (kt % STAGES) * STAGE, *As = Bs + B_SIZE;
-        if constexpr (A_SW) {
-            wg_fence();
+        if constexpr (!A_SW) {
+            auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
+#pragma unroll
+            for (int s = 0; s < 4; ++s) tf32_a_fragment(a[s], g, 8 * s + t, at);
+            // Pin the fragments before the fence: the compiler would otherwise sink
+            // the rounding adds between the wgmmas, which makes ptxas serialize them.
 #pragma unroll
             for (int s = 0; s < 4; ++s)
 #pragma unroll
-                for (int h = 0; h < NH; ++h)
-                    wgmma_n128_tf32_ss(acc[h], wg_desc(As + wg * 64 * 32 + 8 * s), wg_desc(Bs + h * 128 * 32 + 8 * s));
-            wg_commit();
-            wg_wait<1>();
-            return;
+                for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[s][i])::"memory");
         }
-        auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
-#pragma unroll
-        for (int s = 0; s < 4; ++s) tf32_a_fragment(a[s], g, 8 * s + t, at);
-        // Pin the fragments before the fence: the compiler would otherwise sink
-        // the rounding adds between the wgmmas, which makes ptxas serialize them.
-#pragma unroll
-        for (int s = 0; s < 4; ++s)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[s][i])::"memory");
         wg_fence();
 #pragma unroll
         for (int s = 0; s < 4; ++s)
 #pragma unroll
-            for (int h = 0; h < NH; ++h) wgmma_n128_tf32(acc[h], a[s], wg_desc(Bs + h * 128 * 32 + 8 * s));
+            for (int h = 0; h < NH; ++h) {
+                const unsigned long long b = wg_desc(Bs + h * 128 * 32 + 8 * s);
+                if constexpr (A_SW) wgmma_n128_tf32_ss(acc[h], wg_desc(As + wg * 64 * 32 + 8 * s), b);
+                else wgmma_n128_tf32(acc[h], a[s], b);
+            }
         wg_commit();
         wg_wait<1>();
     };

@@ -1,13 +1,13 @@
 // The {{SPLITS}} K slices of grad_attn_out added in order into gA, as the
 // split-K reduce does, and with them the row dots the attention pass needs:
-// D[b, h, i] = gA[b, i, h] . attention_output[b, i, h], summed as the rowdot
-// kernel sums them. One launch instead of two on the chain: a warp per
+// D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] (tc::store_head_dot,
+// as the rowdot kernel). One launch instead of two on the chain: a warp per
 // (row, head), a lane two of its 64 columns.
 extern "C" __global__ void __launch_bounds__(256)
 {{NAME}}(const float *__restrict__ part, float *__restrict__ gA, const float *__restrict__ attention_output,
          float *__restrict__ rowdot) {
     tc::pdl_enter();
-    constexpr long long kT = {{T}}, kHeads = 16, kD = 64, kWarps = {{BT}} * kHeads, kElems = kWarps * kD;
+    constexpr long long kD = 64, kWarps = {{BT}} * 16, kElems = kWarps * kD;
     const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (w >= kWarps) return;
@@ -19,10 +19,5 @@ extern "C" __global__ void __launch_bounds__(256)
         x.x += v.x, x.y += v.y;
     }
     *reinterpret_cast<float2 *>(gA + e) = x;
-    const float2 y = *reinterpret_cast<const float2 *>(attention_output + e);
-    float s = fmaf(x.x, y.x, x.y * y.y);
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const long long b = w / (kT * kHeads), i = (w / kHeads) % kT, h = w % kHeads;
-    if (lane == 0) rowdot[(b * kHeads + h) * kT + i] = s;
+    tc::store_head_dot(x, *reinterpret_cast<const float2 *>(attention_output + e), w, {{T}}, rowdot);
 }

@@ -167,6 +167,18 @@ __device__ __forceinline__ void red_add(float *p, float x) {
     asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
 }
 
+// D[b, h, i] = gA[b, i, h] . attention_output[b, i, h], the row dots of the
+// attention pass, from warp w = (b * T + i) * 16 + h whose lanes hold two of
+// the head's 64 columns each (x of gA, y of attention_output): one order of
+// summation wherever the row dots are made.
+__device__ __forceinline__ void store_head_dot(float2 x, float2 y, i64 w, i64 T, float *rowdot) {
+    float s = fmaf(x.x, y.x, x.y * y.y);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    const i64 b = w / (T * 16), i = (w / 16) % T, h = w % 16;
+    if (threadIdx.x % 32 == 0) rowdot[(b * 16 + h) * T + i] = s;
+}
+
 // Sum over the 256 threads (8 warps) of a block; every thread gets it.
 // scratch: 8 floats of shared memory.
 __device__ __forceinline__ float block_sum(float v, float *scratch) {
