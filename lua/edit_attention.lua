@@ -55,6 +55,20 @@ local function attention_smem(bj, gs_store, p_stages)
   return floats * 4
 end
 
+-- Dynamic shared memory of the attention pass on wgmma (templates/attention_wg.cu's
+-- SMEM_FLOATS, plus the 1 KiB its swizzled tiles may need to reach a 1024-byte boundary).
+local function attention_wg_smem(p_stages)
+  local floats = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * p_stages * 2 * 32 * 68 + 2 * 8 * 128 * 4
+  return floats * 4 + 1024
+end
+
+-- wg_att = 1 takes effect where the wgmma pass applies (TF32 products on
+-- wgmma, gS stored, 64 keys per block, a ring of two P tiles); elsewhere the
+-- mma.sync pass runs.
+local function att_on_wg(t)
+  return t.wg_att == 1 and t.wg == 1 and t.gs_store == 1 and t.bj == 64 and t.p_stages == 2
+end
+
 -- Hopper's warpgroup MMA (wgmma) needs the arch-specific target sm_90a, so
 -- only the sm_90 devices (H100, H200) get it; nil arch: the H200's.
 local function wgmma_arch(arch) return arch == nil or arch == "sm_90" end
@@ -77,6 +91,7 @@ function M.heuristic(shape, arch)
               wg = (shape.precision == 0 and wgmma_arch(arch)) and 1 or 0, kv_split = 1, p_stages = 2,
               pdl = pdl_arch(arch) and 1 or 0, a_smem = 0 }
   t.wg_gq = t.wg -- gQ on wgmma wherever the products may be
+  t.wg_att = t.wg -- the attention pass too
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -117,11 +132,18 @@ function M.validate(shape, t, arch)
   if t.a_smem ~= 0 and t.a_smem ~= 1 then return "a_smem must be 0 or 1" end
   if t.a_smem == 1 and t.wg ~= 1 then return "a_smem=1 (wgmma's A from shared memory) is for wg=1" end
   if t.wg_gq ~= 0 and t.wg_gq ~= 1 then return "wg_gq must be 0 or 1 (gQ on wgmma where wg=1 and gs_store=1)" end
+  if t.wg_att ~= 0 and t.wg_att ~= 1 then
+    return "wg_att must be 0 or 1 (the attention pass on wgmma where wg=1, gs_store=1, bj=64 and p_stages=2)"
+  end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
   end
-  if t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
+  if att_on_wg(t) and attention_wg_smem(t.p_stages) > smem_limit(arch) then
+    return string.format("the attention pass on wgmma needs %d bytes of shared memory; %s allows %d",
+                         attention_wg_smem(t.p_stages), arch or "sm_90", smem_limit(arch))
+  end
+  if not att_on_wg(t) and t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
     return string.format("the attention pass needs %d bytes of shared memory; %s allows %d "
                          .. "(try bj=32, fewer p_stages or fused=0)",
                          attention_smem(t.bj, t.gs_store, t.p_stages), arch or "sm_90", smem_limit(arch))
@@ -163,6 +185,9 @@ function M.candidates(shape)
     end
   end
   if first.wg == 1 then -- wgmma's A (stored [M, K]) from registers or from shared memory; gQ on mma.sync
+    local t = M.heuristic(shape)
+    t.wg_att = 0 -- the attention pass on mma.sync
+    add(t)
     local t = M.heuristic(shape)
     t.a_smem = 1 - t.a_smem
     add(t)
@@ -380,7 +405,8 @@ local function plan_fused(shape, t, arch)
   -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
   -- stored transposed (through registers), gS's rows B, rounded in place.
   local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
-  local any_wg = gq_wg
+  local att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
+  local any_wg = gq_wg or att_wg
   for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
   if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
   p.render("tc_common.cu", {})
@@ -459,11 +485,17 @@ local function plan_fused(shape, t, arch)
     p.kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
   end
 
-  p.kernel("attention", { NJ, B * H, 1 },
-         { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
-           "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
-           "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil,
-         attention_smem(t.bj, t.gs_store, t.p_stages))
+  if att_wg then
+    p.kernel("attention_wg", { NJ, B * H, 1 },
+           { wsp("gA"), wsp("rowdot"), "in:query", "in:value", "in:attention_probs", "in:attention_probs_dropped",
+             "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale" }, nil, attention_wg_smem(t.p_stages))
+  else
+    p.kernel("attention", { NJ, B * H, 1 },
+           { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
+             "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
+             "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil,
+           attention_smem(t.bj, t.gs_store, t.p_stages))
+  end
   p.signal("attention")
   if t.gs_store == 0 then
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
@@ -514,7 +546,11 @@ local function plan_fused(shape, t, arch)
   local att_bytes = attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 + 1024
   p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
                                    STORE_GS = t.gs_store, GS_LD = T4, KV_SPLIT = t.kv_split, P_STAGES = t.p_stages,
-                                   MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1 })
+                                   MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
+                                   SYNC_PASS = not att_wg })
+  if att_wg then
+    p.render("attention_wg.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4, P_STAGES = t.p_stages })
+  end
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })
   end

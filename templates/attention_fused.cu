@@ -57,6 +57,7 @@ constexpr int OFF_V = 0, OFF_Q = OFF_V + BJ * LD_V, OFF_GA = OFF_Q + 2 * BI * LD
 
 } // namespace fa
 
+#if {{SYNC_PASS}} // else templates/attention_wg.cu's pass runs instead
 // grid (NJ, B*16), 256 threads, fa::SMEM_FLOATS * 4 bytes of dynamic shared
 // memory; its global loads run a step ahead of its products. {{MIN_BLOCKS}}
 // block(s) per SM: two where the shared memory allows (bj = 32), for the
@@ -321,6 +322,7 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
         partials[2 * ((i64)bh * NJ + jb) + 1] = cross;
     }
 }
+#endif
 
 // D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] over the 64 dims of the
 // head: one warp per (b, i, h).

@@ -265,6 +265,20 @@ static void edit_attention_plans(void **state) {
                         (unsigned)((store ? 0 : bj * 72) + bj * 68 + 2 * 64 * 72 + 2 * 64 * 68 + tiles * 64 * (bj + 8));
                     assert_true(4 * floats + 8 * bj + 32 <= 227 * 1024);
                     assert_int_equal(x->shared_bytes, 4 * floats);
+                } else if (!strcmp(kind, "attention_wg")) {
+                    /* The pass on wgmma: 64 keys a block, the mma.sync pass compiled out. */
+                    attention++;
+                    assert_int_equal(x->grid[0], (unsigned)((s.seq_len + 63) / 64));
+                    assert_int_equal(x->grid[1], (unsigned)(s.batch * 16));
+                    const long stages = tile(p.tiles, "p_stages");
+                    assert_true(tile(p.tiles, "wg_att") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store") &&
+                                tile(p.tiles, "bj") == 64 && stages == 2);
+                    /* v, two step buffers per warpgroup (gA, gA^T, q^T), the ring, the rows in flight, 1 KiB of alignment. */
+                    const unsigned floats =
+                        (unsigned)(2 * 64 * 32 + 4 * 6 * 32 * 32 + 2 * stages * 2 * 32 * 68 + 2 * 8 * 128 * 4);
+                    assert_int_equal(x->shared_bytes, 4 * floats + 1024);
+                    assert_true(x->shared_bytes <= 227 * 1024);
+                    assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
                 } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
                     gemms++;
                     assert_true(x->shared_bytes > 48 * 1024); /* cp.async stages */
@@ -300,7 +314,12 @@ static void edit_attention_plans(void **state) {
             /* gQ on wgmma (wg_gq=1 with wg=1 and gs_store=1) needs sm_90a too, and no transpose. */
             const int gq_wg = strstr(p.source, "gQ^T = scale") != NULL;
             assert_int_equal(gq_wg, fused && tile(p.tiles, "wg_gq") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store"));
-            assert_string_equal(p.compile_arch, transposes || gq_wg ? "sm_90a" : "");
+            /* ... and so does the attention pass on wgmma (wg_att=1 where it applies). */
+            const int att_wg = strstr(p.source, "_attention_wg(") != NULL;
+            assert_int_equal(att_wg, fused && tile(p.tiles, "wg_att") && tile(p.tiles, "wg") &&
+                                         tile(p.tiles, "gs_store") && tile(p.tiles, "bj") == 64 &&
+                                         tile(p.tiles, "p_stages") == 2);
+            assert_string_equal(p.compile_arch, transposes || gq_wg || att_wg ? "sm_90a" : "");
             if (transposes) assert_non_null(strstr(p.tiles, "wg=1"));
             /* The four projection products, and gQ from the stored gS. */
             assert_int_equal(gemms, fused ? (strstr(p.tiles, "gs_store=1") ? 5 : 4) : 0);

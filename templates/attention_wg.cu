@@ -1,0 +1,338 @@
+// The attention pass on Hopper's warpgroup tensor cores (wgmma, sm_90a, TF32;
+// tile wg_att=1): the sums of attention_fused.cu with STORE_GS, for one (B, T),
+// each element of attention_probs and attention_probs_dropped read once.
+//
+// TF32 wgmma reads shared memory only K-major, and P, Pd are stored with the
+// keys j contiguous. So the pass runs transposed, with the keys as rows:
+//   gPd^T [j, i] = v_j [j, d] . gA_i [i, d]        A = v, B = gA: both K-major (d)
+//   gS^T = keep_j (Pd^T * gPd^T - P^T * D_i)        in gPd^T's accumulators
+//   gV_j [j, d] += Pd^T [j, i] gA_i [i, d]          A = Pd^T in registers, B = gA^T
+//   gK_j [j, d] += gS^T [j, i] q_i [i, d]           A = gS^T in registers, B = q^T
+// gPd^T's accumulators are the A fragments of the next two products as they
+// stand, if the k order within each 8 rows i is (0 2 4 6 1 3 5 7): gA^T and
+// q^T are stored with their columns in that order (ipos), so Pd and gS never
+// go through shared memory. gA and q rows come global -> shared memory (R,
+// cp.async, a whole step ahead) and are written from there, rounded to TF32
+// and transposed, as the next step's B while this step's products run.
+//
+// A block owns (b, h) and 64 keys j (grid (NJ, B*16), 256 threads). Its two
+// warpgroups each walk their own 32 of every 64 query rows i, with their own
+// loads, ring and barriers; they share only v_j, and add their gV and gK once
+// at the end (a fixed order: deterministic). gS goes to gs [B, 16, T, GS_LD]
+// (rows padded with zeros to GS_LD) for the gQ product and the bias sums.
+namespace fw {
+typedef long long i64;
+constexpr i64 kB = {{B}}, kT = {{T}}, GS_LD = {{GS_LD}};
+constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
+constexpr int BJ = 64, BI = 64, HALF = 32, P_STAGES = {{P_STAGES}};
+constexpr bool P_SHIFT = kT % 4 != 0;
+constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
+// P and Pd rows (32 of a warpgroup's rows per tile): read down their columns,
+// and 4 i + j puts a warp's 32 reads in 32 banks. A shifted row (odd T, see
+// attention_fused.cu's p_shift) spans 17 chunks of 16 bytes: LD_P floats.
+constexpr int LD_P = BJ + 4;
+// Shared memory in floats, from a 1024-byte boundary. A K-major tile of R rows
+// x 32 floats in the 128-byte swizzle (tc::copy_tile_sw128) is R * 32 floats.
+//   V     v_j [64 j][64 d]: two tiles of 32 d, rounded once
+//   per warpgroup and step buffer (2 x 2), each WG_BUF floats:
+//     GA  gA rows [32 i][64 d]: two tiles of 32 d (gPd^T's B)
+//     GAT gA^T [64 d][32 i], QT q^T [64 d][32 i]: one tile each, columns in ipos order
+//   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
+constexpr int SUB = 64 * 32, OFF_V = 0, OFF_BUF = 2 * SUB;
+constexpr int GA = 0, GAT = 2 * HALF * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
+//   per warpgroup: R, the gA and q rows of the step after next as they come
+//   (8 chunks of 16 bytes per thread), read back by the thread that copied them
+constexpr int P_TILE = HALF * LD_P, OFF_P = OFF_BUF + 4 * WG_BUF, OFF_R = OFF_P + 2 * P_STAGES * 2 * P_TILE,
+              SMEM_FLOATS = OFF_R + 2 * 8 * 128 * 4;
+constexpr int NJ = (int)((kT + BJ - 1) / BJ);
+static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
+
+// Where element 0 of global row `row` of P sits in its ring row: (row * T) mod
+// 4, which the low 32 bits of the product give.
+__device__ __forceinline__ int p_shift(i64 row) {
+    return P_SHIFT ? (int)(((unsigned)row * (unsigned)kT) & 3u) : 0;
+}
+// Column of row i (0..31 of a warpgroup's rows) in GAT and QT.
+__device__ __forceinline__ int ipos(int i) { return (i & ~7) | ((i & 1) << 2) | ((i & 7) >> 1); }
+// Float offset of (row, col) in a K-major 128-byte-swizzled tile.
+__device__ __forceinline__ int sw(int row, int col) { return row * 32 + 4 * ((col / 4) ^ (row % 8)) + col % 4; }
+
+__device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+#define FW_ACC16_TEXT \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+#define FW_ACC16(d) \
+    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define FW_ACC32_TEXT \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+#define FW_ACC32(d) FW_ACC16(d), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+// d[16] += A (64 x 8, descriptor a) @ B (8 x 32, descriptor b), both K-major.
+__device__ __forceinline__ void wgmma_n32_ss(float (&d)[16], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 " FW_ACC16_TEXT "%16, %17, p, 1, 1;\n}\n"
+                 : FW_ACC16(d)
+                 : "l"(a), "l"(b));
+}
+// d[32] += A (64 x 8 in registers, as tc::wgmma_n128_tf32's) @ B (8 x 64, descriptor b).
+__device__ __forceinline__ void wgmma_n64_rs(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " FW_ACC32_TEXT
+                 "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : FW_ACC32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
+} // namespace fw
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+{{PREFIX}}_attention_wg(const float *__restrict__ gA, const float *__restrict__ rowdot,
+                        const float *__restrict__ query, const float *__restrict__ value,
+                        const float *__restrict__ probs, const float *__restrict__ probs_dropped,
+                        const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
+                        float *__restrict__ gs, float scale) {
+    tc::pdl_enter();
+    using namespace fw;
+    extern __shared__ float4 smem4[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
+    float *sm = reinterpret_cast<float *>(smem4) + ((1024 - raw % 1024) % 1024) / 4; // launch asks 1 KiB more
+
+    const int jb = blockIdx.x, bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+    const i64 j0 = (i64)jb * BJ, head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
+    const int tid = threadIdx.x, w = tid / 128, wt = tid % 128, q = wt / 32, lane = tid % 32, g = lane / 4,
+              t = lane % 4;
+    float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
+    auto wg_buf = [&](int buf) { return sm + OFF_BUF + (2 * w + buf) * WG_BUF; };
+
+    // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
+    float keep[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const i64 j = j0 + 16 * q + g + 8 * hh;
+        keep[hh] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
+    }
+
+    // The gA and q rows of this warpgroup for a step, copied into R: pass p
+    // covers row r0 + 16 (p % 2) and floats c0 + 32 (p / 2) .. + 3, which
+    // makes the transposed stores below conflict-free. Addresses are a base
+    // per thread plus constants: the index math is done once.
+    const int r0 = HALF * w + lane / 2, c0 = 4 * (2 * q + lane % 2);
+    const float *ga_base = gA + ((i64)b * kT + r0) * kHid + h * kD + c0, *q_base = query + (head_rows + r0) * kD + c0;
+    float4 *R = reinterpret_cast<float4 *>(sm + OFF_R) + w * 8 * 128 + wt;
+    auto stage_load = [&](int i0) {
+        if (i0 >= kT) return;
+        const float *ga = ga_base + (i64)i0 * kHid, *qq = q_base + (i64)i0 * kD;
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const int dr = 16 * (p % 2), dc = 32 * (p / 2);
+            const bool ok = i0 + r0 + dr < kT;
+            tc::cp_async16(R + p * 128, ok ? ga + dr * kHid + dc : gA, ok);
+            tc::cp_async16(R + (4 + p) * 128, ok ? qq + dr * kD + dc : query, ok);
+        }
+    };
+    auto stage_store = [&](float *B) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const int r = r0 - HALF * w + 16 * (p % 2), c4 = c0 / 4 + 8 * (p / 2), pc = ipos(r);
+            const float4 x = R[p * 128], y = R[(4 + p) * 128];
+            const uint4 a = make_uint4(tc::to_tf32(x.x), tc::to_tf32(x.y), tc::to_tf32(x.z), tc::to_tf32(x.w));
+            const uint4 k = make_uint4(tc::to_tf32(y.x), tc::to_tf32(y.y), tc::to_tf32(y.z), tc::to_tf32(y.w));
+            *reinterpret_cast<uint4 *>(B + GA + (c4 / 8) * HALF * 32 + sw(r, 4 * (c4 % 8))) = a;
+            const unsigned av[4] = {a.x, a.y, a.z, a.w}, kv[4] = {k.x, k.y, k.z, k.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int at = sw(4 * c4 + e, pc);
+                reinterpret_cast<unsigned *>(B + GAT)[at] = av[e];
+                reinterpret_cast<unsigned *>(B + QT)[at] = kv[e];
+            }
+        }
+    };
+    // P and Pd of this warpgroup's rows of the step at i0 into ring slot `slot`;
+    // rows at or past T read as zeros (see attention_fused.cu's load_p).
+    const int pr = wt / 16, pcol = 4 * (wt % 16); // T % 4 == 0: row pr + 8 p, floats pcol .. + 3
+    const i64 p_base = (head_rows + HALF * w + pr) * kT + j0 + pcol;
+    const bool pcol_ok = j0 + pcol < kT;
+    auto load_p = [&](int i0, int slot) {
+        if (i0 >= kT) return;
+        float *dp = ring + slot * 2 * P_TILE, *dpd = dp + P_TILE;
+        if constexpr (!P_SHIFT) {
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const i64 at = p_base + (i64)(i0 + 8 * p) * kT;
+                const bool ok = pcol_ok && i0 + HALF * w + pr + 8 * p < kT;
+                tc::cp_async16(dp + (pr + 8 * p) * LD_P + pcol, ok ? probs + at : probs, ok);
+                tc::cp_async16(dpd + (pr + 8 * p) * LD_P + pcol, ok ? probs_dropped + at : probs_dropped, ok);
+            }
+        } else {
+            constexpr int CPR = BJ / 4 + 1;
+            for (int x = wt; x < HALF * CPR; x += 128) {
+                const int r = x / CPR, c = x % CPR;
+                const i64 row = head_rows + i0 + HALF * w + r;
+                const i64 start = row * kT + j0 - p_shift(row) + 4 * c;
+                const i64 left = P_ELEMS - start;
+                const int bytes =
+                    i0 + HALF * w + r < kT ? (int)(left >= 4 ? 16 : left > 0 ? 4 * left : 0) : 0;
+                tc::cp_async16_bytes(dp + r * LD_P + 4 * c, bytes ? probs + start : probs, bytes);
+                tc::cp_async16_bytes(dpd + r * LD_P + 4 * c, bytes ? probs_dropped + start : probs_dropped, bytes);
+            }
+        }
+    };
+    // Row sums D_i: lane l loads row 32 w + l of the step; the thread's columns
+    // of gPd^T (i = 32 w + 8 n + 2 t + e) take theirs by shuffle.
+    float dl;
+    auto load_d = [&](int i0) {
+        const int i = i0 + HALF * w + lane;
+        dl = i < kT ? rowdot[head_rows + i] : 0.f;
+    };
+    // gS goes to gs row i0 + 32 w + 8 n + 2 t + e, column j0 + 16 q + g + 8 hh.
+    const i64 gs_base = (head_rows + HALF * w + 2 * t) * GS_LD + j0 + 16 * q + g;
+    const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
+
+    // Prologue. cp.async groups, oldest first: [v] [rows of step 0] [P of
+    // steps 0 .. P_STAGES-2] [rows of step 1], then per step s [P of step
+    // s + P_STAGES - 1] [rows of step s + 2].
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2)
+        tc::copy_tile_sw128<64, 256>(V + s2 * SUB, value + (head_rows + j0) * kD, kD, 0, 32 * s2, kT - j0, kD);
+    tc::cp_async_commit();
+    stage_load(0);
+    tc::cp_async_commit();
+#pragma unroll
+    for (int st = 0; st < P_STAGES - 1; ++st) {
+        load_p(st * BI, st);
+        tc::cp_async_commit();
+    }
+    load_d(0);
+    tc::cp_async_wait<P_STAGES - 1>(); // v and the rows of step 0
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<64, 256>(V + s2 * SUB);
+    stage_store(wg_buf(0));
+    stage_load(BI);
+    tc::cp_async_commit();
+    tc::fence_async_shared();
+    __syncthreads(); // v is shared by both warpgroups
+
+    float accV[32], accK[32];
+#pragma unroll
+    for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
+
+    for (int i0 = 0; i0 < kT; i0 += BI) {
+        const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
+        const float *B = wg_buf(buf);
+        tc::cp_async_wait<P_STAGES - 1>(); // this step's P and Pd (and older)
+        wg_bar(1 + w); // ... and this step's buffers (stored last step) are in place; slot step-1 is read
+        load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
+        tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
+
+        // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
+        float acc[16];
+#pragma unroll
+        for (int x = 0; x < 16; ++x) acc[x] = 0.f;
+        tc::wg_fence();
+#pragma unroll
+        for (int ks = 0; ks < 8; ++ks)
+            wgmma_n32_ss(acc, tc::wg_desc(V + (ks / 4) * SUB + 8 * (ks % 4)),
+                         tc::wg_desc(B + GA + (ks / 4) * HALF * 32 + 8 * (ks % 4)));
+        tc::wg_commit();
+
+        // While the tensor cores run: this step's P, Pd at this thread's (i, j),
+        // and the next step's gA, q rows and row sums.
+        const float *Pt = ring + slot * 2 * P_TILE, *Pdt = Pt + P_TILE;
+        float p[4][4], pd[4][4], d[4][2];
+        const unsigned rows = (unsigned)(head_rows + HALF * w); // p_shift of row (b, h, i0 + 32 w + r): i0 * T % 4 == 0
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const int r = 8 * n + 2 * t + x % 2, j = 16 * q + g + 8 * (x / 2);
+                const int at = r * LD_P + p_shift(rows + r) + j;
+                p[n][x] = Pt[at];
+                pd[n][x] = Pdt[at];
+            }
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) d[n][e] = __shfl_sync(0xffffffffu, dl, 8 * n + 2 * t + e);
+        const bool more = i0 + BI < kT;
+        if (more) load_d(i0 + BI);
+        tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
+
+        // gS^T; Pd^T and gS^T as the A fragments of gV and gK (accumulator
+        // x = 4 n + 2 hh + e holds (j = 16 q + g + 8 hh, i = 8 n + 2 t + e);
+        // fragment register 0..3 takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)).
+        unsigned fpd[4][4], fs[4][4];
+        float *gsp = gs + gs_base + (i64)i0 * GS_LD;
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+            float s[4];
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const int hh = x / 2, e = x % 2;
+                s[x] = keep[hh] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][e]);
+                if (i0 + HALF * w + 8 * n + 2 * t + e < kT && gs_col_ok[hh]) gsp[(8 * n + e) * GS_LD + 8 * hh] = s[x];
+            }
+            constexpr int order[4] = {0, 2, 1, 3};
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                fpd[n][x] = tc::to_tf32(pd[n][order[x]]);
+                fs[n][x] = tc::to_tf32(s[order[x]]);
+            }
+        }
+        // Pin the fragments before the fence (see gemm_wg.cu: otherwise ptxas serializes the wgmmas).
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(fpd[n][x]), "+r"(fs[n][x])::"memory");
+        tc::wg_fence();
+#pragma unroll
+        for (int n = 0; n < 4; ++n) {
+            wgmma_n64_rs(accV, fpd[n], tc::wg_desc(B + GAT + 8 * n));
+            wgmma_n64_rs(accK, fs[n], tc::wg_desc(B + QT + 8 * n));
+        }
+        tc::wg_commit();
+
+        // The next step's B tiles, in R since the last step, into the other
+        // buffer, last read by the previous step's products (done: the wait
+        // above); then the rows of the step after it into R.
+        tc::cp_async_wait<1>(); // all but this step's P group
+        if (more) stage_store(wg_buf(buf ^ 1));
+        stage_load(i0 + 2 * BI);
+        tc::cp_async_commit();
+        tc::fence_async_shared();
+    }
+    tc::wg_wait<0>();
+    tc::cp_async_wait<0>();
+
+    // gV and gK: each warpgroup holds the sums over its half of the rows i, in
+    // the same accumulator layout. Warpgroup 1 hands its gV to 0, 0 its gK to 1.
+    __syncthreads(); // every buffer is free
+    float *X = sm + OFF_BUF;
+    auto hand = [&](const float(&a)[32]) {
+#pragma unroll
+        for (int x = 0; x < 32; ++x) X[(w * 32 + x) * 128 + wt] = a[x];
+    };
+    auto finish = [&](const float(&a)[32], int col, float f) {
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                const i64 j = j0 + 16 * q + g + 8 * hh;
+                const int x = 4 * n + 2 * hh;
+                const float *o = X + ((1 - w) * 32 + x) * 128 + wt; // the other warpgroup's sums
+                // Rows i of warpgroup 0 first, then 1: one order for both.
+                const float v0 = w == 0 ? a[x] + o[0] : o[0] + a[x];
+                const float v1 = w == 0 ? a[x + 1] + o[128] : o[128] + a[x + 1];
+                if (j < kT)
+                    *reinterpret_cast<float2 *>(grad_qkv + (b * kT + j) * kQkv + col + h * kD + 8 * n + 2 * t) =
+                        make_float2(f * v0, f * v1);
+            }
+    };
+    if (w == 0) hand(accK);
+    else hand(accV);
+    __syncthreads();
+    if (w == 0) finish(accV, 2 * kHid, 1.f); // gV, gK in grad_qkv's [B, T, 3072]
+    else finish(accK, kHid, scale);
+}
