@@ -59,33 +59,6 @@ __device__ __forceinline__ int sw(int row, int col) { return row * 32 + 4 * ((co
 
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
-#define FW_ACC16_TEXT \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-#define FW_ACC16(d) \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-#define FW_ACC32_TEXT \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-#define FW_ACC32(d) FW_ACC16(d), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-
-// d[16] += A (64 x 8, descriptor a) @ B (8 x 32, descriptor b), both K-major.
-__device__ __forceinline__ void wgmma_n32_ss(float (&d)[16], unsigned long long a, unsigned long long b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 " FW_ACC16_TEXT "%16, %17, p, 1, 1;\n}\n"
-                 : FW_ACC16(d)
-                 : "l"(a), "l"(b));
-}
-// d[32] += A (64 x 8 in registers, as tc::wgmma_n128_tf32's) @ B (8 x 64, descriptor b).
-__device__ __forceinline__ void wgmma_n64_rs(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " FW_ACC32_TEXT
-                 "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                 : FW_ACC32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
-}
 } // namespace fw
 
 extern "C" __global__ void __launch_bounds__(256, 1)
@@ -234,7 +207,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 8; ++ks)
-            wgmma_n32_ss(acc, tc::wg_desc(V + (ks / 4) * SUB + 8 * (ks % 4)),
+            tc::wgmma_n32_tf32_ss(acc, tc::wg_desc(V + (ks / 4) * SUB + 8 * (ks % 4)),
                          tc::wg_desc(B + GA + (ks / 4) * HALF * 32 + 8 * (ks % 4)));
         tc::wg_commit();
 
@@ -289,8 +262,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::wg_fence();
 #pragma unroll
         for (int n = 0; n < 4; ++n) {
-            wgmma_n64_rs(accV, fpd[n], tc::wg_desc(B + GAT + 8 * n));
-            wgmma_n64_rs(accK, fs[n], tc::wg_desc(B + QT + 8 * n));
+            tc::wgmma_n64_tf32(accV, fpd[n], tc::wg_desc(B + GAT + 8 * n));
+            tc::wgmma_n64_tf32(accK, fs[n], tc::wg_desc(B + QT + 8 * n));
         }
         tc::wg_commit();
 

@@ -48,18 +48,20 @@ template <int N> __device__ __forceinline__ void wg_wait() {
 // Makes this thread's writes to shared memory (cp.async's and its own) visible to wgmma (the async proxy).
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
-// The 64 fp32 accumulators of an m64n128 wgmma as asm operands %0..%63 (the
-// text, and the operands bound to d).
-#define TC_WG_ACC_TEXT \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-#define TC_WG_ACC(d) \
+// The fp32 accumulators of an m64nN wgmma, N/2 per thread, as asm operands
+// %0.. (the text, and the operands bound to d): 16 for n32, 32 for n64, 64
+// for n128.
+#define TC_WG_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define TC_WG_REGS32 TC_WG_REGS16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define TC_WG_REGS64 TC_WG_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define TC_WG_ACC16(d) \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define TC_WG_ACC32(d) TC_WG_ACC16(d), \
     "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define TC_WG_ACC64(d) TC_WG_ACC32(d), \
     "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
     "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
@@ -71,19 +73,36 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 // columns 8j+2t, 8j+2t+1 (as mma.sync's m16n8 fragments).
 __device__ __forceinline__ void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " TC_WG_ACC_TEXT
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" TC_WG_REGS64 "}, "
                  "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-                 : TC_WG_ACC(d)
+                 : TC_WG_ACC64(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
 // d[64] += A (64 x 8, descriptor a, K-major like B) @ B (8 x 128, descriptor b).
 __device__ __forceinline__ void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " TC_WG_ACC_TEXT
+                 "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" TC_WG_REGS64 "}, "
                  "%64, %65, p, 1, 1;\n}\n"
-                 : TC_WG_ACC(d)
+                 : TC_WG_ACC64(d)
                  : "l"(a), "l"(b));
+}
+
+// d[16] += A (64 x 8, descriptor a) @ B (8 x 32, descriptor b), both K-major.
+__device__ __forceinline__ void wgmma_n32_tf32_ss(float (&d)[16], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 {" TC_WG_REGS16 "}, %16, %17, p, 1, 1;\n}\n"
+                 : TC_WG_ACC16(d)
+                 : "l"(a), "l"(b));
+}
+
+// d[32] += A (64 x 8 in registers, as wgmma_n128_tf32's) @ B (8 x 64, descriptor b).
+__device__ __forceinline__ void wgmma_n64_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {" TC_WG_REGS32 "}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : TC_WG_ACC32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
 
 // ROWS x 32 floats of a row-major matrix (from row r0, column k0) into a
