@@ -139,11 +139,12 @@ function M.validate(shape, t, arch)
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
   end
-  if att_on_wg(t) and attention_wg_smem(t.p_stages) > smem_limit(arch) then
-    return string.format("the attention pass on wgmma needs %d bytes of shared memory; %s allows %d",
-                         attention_wg_smem(t.p_stages), arch or "sm_90", smem_limit(arch))
-  end
-  if not att_on_wg(t) and t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
+  if att_on_wg(t) then
+    if attention_wg_smem(t.p_stages) > smem_limit(arch) then
+      return string.format("the attention pass on wgmma needs %d bytes of shared memory; %s allows %d",
+                           attention_wg_smem(t.p_stages), arch or "sm_90", smem_limit(arch))
+    end
+  elseif t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
     return string.format("the attention pass needs %d bytes of shared memory; %s allows %d "
                          .. "(try bj=32, fewer p_stages or fused=0)",
                          attention_smem(t.bj, t.gs_store, t.p_stages), arch or "sm_90", smem_limit(arch))
@@ -188,7 +189,7 @@ function M.candidates(shape)
     local t = M.heuristic(shape)
     t.wg_att = 0 -- the attention pass on mma.sync
     add(t)
-    local t = M.heuristic(shape)
+    t = M.heuristic(shape)
     t.a_smem = 1 - t.a_smem
     add(t)
     t = M.heuristic(shape)
