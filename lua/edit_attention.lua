@@ -92,6 +92,7 @@ function M.heuristic(shape, arch)
               pdl = pdl_arch(arch) and 1 or 0, a_smem = 0 }
   t.wg_gq = t.wg -- gQ on wgmma wherever the products may be
   t.wg_att = t.wg -- the attention pass too
+  t.tma = t.wg -- and the projection products fed by the TMA
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -135,6 +136,7 @@ function M.validate(shape, t, arch)
   if t.wg_att ~= 0 and t.wg_att ~= 1 then
     return "wg_att must be 0 or 1 (the attention pass on wgmma where wg=1, gs_store=1, bj=64 and p_stages=2)"
   end
+  if t.tma ~= 0 and t.tma ~= 1 then return "tma must be 0 or 1 (the wgmma products fed by the TMA, where wg=1)" end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
@@ -194,6 +196,9 @@ function M.candidates(shape)
     add(t)
     t = M.heuristic(shape)
     t.wg_gq = 0
+    add(t)
+    t = M.heuristic(shape)
+    t.tma = 0 -- the wgmma products with every thread copying (templates/gemm_wg.cu)
     add(t)
   end
   local serial = M.heuristic(shape) -- each kernel placed only after the one before it ends
@@ -272,6 +277,24 @@ end
 function M.choose_wg(m, n, k, ta, limit, a_sw)
   local best = choose(WG_CONFIGS, function(c) return wg_smem(c, ta, a_sw) end, m, n, k, limit)
   if best then best.wg = true end
+  return best
+end
+
+-- TMA-fed wgmma tiles (templates/gemm_tma.cu): a producer warpgroup and BM/64
+-- consumer warpgroups, STAGES k tiles of 32, RAW raw tiles of a TA operand.
+-- `rate` from bench/gemm_lab.cu on the H200 (docs/benchmarks.md).
+-- 128x256 reached 256-324 TFLOP/s there (the wgmma tiles above: 227-283),
+-- 128x128 165-194.
+local TMA_CONFIGS = {
+  { bm = 128, bn = 256, stages = 4, raw = 2, per_sm = 1, rate = 2.7e12 },
+  { bm = 128, bn = 128, stages = 6, raw = 2, per_sm = 1, rate = 1.6e12 },
+}
+local function tma_smem(c, ta)
+  return (c.stages * (c.bm + c.bn) + (ta and c.raw * c.bm or 0)) * GEMM_BK * 4 + (3 * c.stages + c.raw) * 8 + 1024
+end
+function M.choose_tma(m, n, k, ta, limit)
+  local best = choose(TMA_CONFIGS, function(c) return tma_smem(c, ta) end, m, n, k, limit)
+  if best then best.wg, best.tma = true, true end
   return best
 end
 
@@ -374,6 +397,8 @@ local function plan_fused(shape, t, arch)
     if t.wg == 1 and not g.tb then
       g.a_sw = t.a_smem == 1 and not g.ta
       local w = M.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw)
+      local fed = t.tma == 1 and M.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch))
+      if fed and fed.time < w.time then w = fed end
       -- The transpose, as measured (2.6 TB/s, 12 us at 4 MB); a quarter of it
       -- where it runs on a side lane long before the product (qkv_weight for
       -- grad_hidden, hidden_states for grad_qkv_weight, both at the start):
@@ -414,6 +439,7 @@ local function plan_fused(shape, t, arch)
   p.render("gemm_tc.cu", {})
   if any_wg then
     p.render("gemm_wg.cu", {})
+    if t.tma == 1 then p.render("gemm_tma.cu", {}) end
     p.render("transpose.cu", { PREFIX = p.prefix })
   end
   -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
@@ -428,7 +454,18 @@ local function plan_fused(shape, t, arch)
     local split = g.choice.splits > 1
     local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
     local out = split and wsp("splitk_" .. g.name) or bind(g.c)
-    if g.choice.wg then
+    if g.choice.tma then
+      p.render("gemm_tma_kernel.cu", {
+        NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta,
+        BM = c.bm, BN = c.bn, STAGES = c.stages, RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
+      })
+      -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
+      local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
+                    or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
+      local map_b = string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK)
+      p.kernel(g.name, grid, { map_a .. bind(g.a), map_b .. wsp("tB_" .. g.name), out, "f32:one" },
+               { c.bm // 64 * 128 + 128, 1, 1 }, tma_smem(c, g.ta)) -- tc::gemm_tma_threads
+    elseif g.choice.wg then
       p.render("gemm_wg_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
         LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,

@@ -38,6 +38,10 @@
     X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                             \
     X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                        \
     X(cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream, CUevent, unsigned))                      \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                          \
+      (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, \
+       const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,          \
+       CUtensorMapL2promotion, CUtensorMapFloatOOBfill))                                          \
     X(cuLaunchKernel, "cuLaunchKernel",                                                           \
       (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream, \
        void **, void **))
@@ -230,6 +234,21 @@ attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3
     }
 cleanup:
     leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_tensor_map_2d(void *map, const void *base, uint64_t rows, uint64_t cols, uint64_t ld,
+                                 unsigned box_rows, unsigned box_cols, int swizzle128) {
+    attnbwd_status status = drv_load();
+    if (status != ATTNBWD_OK) return status;
+    const cuuint64_t dims[2] = {cols, rows}, strides[1] = {ld * 4};
+    const cuuint32_t box[2] = {box_cols, box_rows}, element_strides[2] = {1, 1};
+    /* Zeros past the matrix (FLOAT_OOB_FILL_NONE), L2 fetches of 256 bytes. */
+    CU_CHECK(p_cuTensorMapEncodeTiled((CUtensorMap *)map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)base, dims,
+                                      strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                      swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+cleanup:
     return status;
 }
 

@@ -4,6 +4,7 @@
 #define ATTNBWD_DRIVER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "attnbwd.h"
 
@@ -43,6 +44,12 @@ void drv_module_unload(drv_device *dev, void *module);
 attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3],
                           const unsigned block[3], unsigned shared_bytes, void *stream,
                           void **args, int programmatic);
+
+/* A 2-D TMA tensor map (CUtensorMap: 128 bytes at map, 64-byte aligned) over
+ * the fp32 matrix [rows, cols] at base, ld floats between rows, boxes of
+ * box_rows x box_cols, in the 128-byte swizzle or plain; zeros past the edges. */
+attnbwd_status drv_tensor_map_2d(void *map, const void *base, uint64_t rows, uint64_t cols, uint64_t ld,
+                                 unsigned box_rows, unsigned box_cols, int swizzle128);
 
 /* The library's own streams and events (problem 2 runs independent kernels
  * side by side on streams forked from the caller's). drv_stream_create: a

@@ -9,6 +9,7 @@
  * default) also relies on attention_output = attention_probs_dropped @ value
  * per head, for rowsum(Pd * gPd) = gA . attention_output. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,10 +50,31 @@ typedef union arg_value {
     float f32;
     int32_t i32;
     int64_t i64;
+    _Alignas(64) unsigned char tensor_map[128];
 } arg_value;
 
+static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spec, const float *one, arg_value *v);
+
+/* "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:POINTER": a TMA tensor map over
+ * the matrix at POINTER (any pointer spec), encoded for this launch. */
+static attnbwd_status bind_tensor_map(const attnbwd_edit_attention_args *a, const char *spec, arg_value *v) {
+    unsigned long long rows, cols, ld;
+    unsigned box_rows, box_cols;
+    int swizzle, used = 0;
+    if (sscanf(spec, "tmap:%llu:%llu:%llu:%u:%u:%d:%n", &rows, &cols, &ld, &box_rows, &box_cols, &swizzle, &used) != 6 ||
+        !used)
+        return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention.lua: malformed tensor map argument '%s'", spec);
+    arg_value base;
+    attnbwd_status s = bind(a, spec + used, NULL, &base);
+    if (s != ATTNBWD_OK) return s;
+    s = drv_tensor_map_2d(v->tensor_map, base.ptr, rows, cols, ld, box_rows, box_cols, swizzle);
+    return s == ATTNBWD_OK ? s : err_wrap(s, "tensor map '%s'", spec);
+}
+
 static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spec, const float *one, arg_value *v) {
-    if (!strncmp(spec, "in:", 3) || !strncmp(spec, "out:", 4)) {
+    if (!strncmp(spec, "tmap:", 5)) {
+        return bind_tensor_map(a, spec, v);
+    } else if (!strncmp(spec, "in:", 3) || !strncmp(spec, "out:", 4)) {
         const char *name = strchr(spec, ':') + 1;
         for (size_t i = 0; i < sizeof pointers / sizeof pointers[0]; ++i)
             if (!strcmp(pointers[i].name, name)) {
@@ -65,7 +87,7 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spe
     } else if (!strcmp(spec, "f32:scale")) {
         v->f32 = a->scale;
         return ATTNBWD_OK;
-    } else if (!strcmp(spec, "f32:one")) {
+    } else if (!strcmp(spec, "f32:one") && one) {
         v->f32 = *one;
         return ATTNBWD_OK;
     } else if (!strncmp(spec, "i64:", 4)) {

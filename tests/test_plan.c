@@ -228,6 +228,61 @@ static void check_pdl(const kernel_plan *p) {
     if (on) assert_true(chain >= 3 && pdl >= 5);
 }
 
+/* A tensor map argument "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer". */
+typedef struct tmap_arg {
+    unsigned long long rows, cols, ld;
+    unsigned box_rows, box_cols;
+    int swizzle;
+    const char *ptr;
+} tmap_arg;
+
+static tmap_arg parse_tmap(const char *spec) {
+    tmap_arg t;
+    int used = 0;
+    assert_int_equal(sscanf(spec, "tmap:%llu:%llu:%llu:%u:%u:%d:%n", &t.rows, &t.cols, &t.ld, &t.box_rows, &t.box_cols,
+                            &t.swizzle, &used), 6);
+    assert_true(used > 0);
+    t.ptr = spec + used;
+    /* The TMA's limits: rows 16-byte aligned, boxes of at most 256, a swizzled box row of 128 bytes. */
+    assert_true(t.ld % 4 == 0 && t.cols <= t.ld && t.box_rows <= 256 && t.box_cols <= 256);
+    if (t.swizzle) assert_int_equal(t.box_cols, 32);
+    return t;
+}
+
+/* The pointer an argument names: itself, or a tensor map's. */
+static const char *pointer_of(const char *arg) { return strncmp(arg, "tmap:", 5) ? arg : parse_tmap(arg).ptr; }
+
+/* A TMA-fed product (templates/gemm_tma.cu): A's map (swizzled [M, K] rows,
+ * or TA's plain [K, M]) and B's (the transposed copy [N, kp] in the
+ * workspace), the producer and consumer warpgroups, the stages it was given. */
+static void check_tma_product(const kernel_plan *p, const plan_launch *x, const attnbwd_shape *s) {
+    assert_true(strstr(p->tiles, "tma=1") && strstr(p->tiles, "wg=1"));
+    assert_true(x->n_args == 4);
+    const tmap_arg a = parse_tmap(x->args[0]), b = parse_tmap(x->args[1]);
+    const int ta = !a.swizzle;
+    const unsigned bm = ta ? a.box_cols : a.box_rows, bn = b.box_rows;
+    assert_true(bm == 128 && (bn == 128 || bn == 256) && b.swizzle && b.box_cols == 32);
+    if (ta) assert_int_equal(a.box_rows, 32);
+    else assert_int_equal(a.box_cols, 32);
+    assert_true(!strncmp(a.ptr, "in:", 3) || !strncmp(a.ptr, "ws:", 3));
+    assert_true(!strncmp(b.ptr, "ws:", 3)); /* B transposed by the plan */
+    assert_true(b.cols % 4 == 0 && b.ld == b.cols && strtoull(b.ptr + 3, NULL, 10) + 4 * b.rows * b.ld <= p->workspace_bytes);
+    const unsigned long long bt = (unsigned long long)(s->batch * s->seq_len);
+    const unsigned long long k = ta ? a.rows : a.cols, m = ta ? a.cols : a.rows;
+    assert_true(k == bt || k == 1024 || k == 3072);
+    assert_true(m == bt || m == 1024 || m == 3072);
+    assert_int_equal(b.cols, (k + 3) / 4 * 4);
+    assert_int_equal(x->grid[0], (unsigned)((b.rows + bn - 1) / bn));
+    assert_int_equal(x->grid[1], (unsigned)((m + bm - 1) / bm));
+    assert_int_equal(x->block[0], bm / 64 * 128 + 128);
+    /* STAGES k tiles of A and B, two raw tiles for TA, the barriers (3 a stage, 1 a raw tile), 1 KiB of alignment. */
+    const unsigned stages = (x->shared_bytes - 1024 - (ta ? 2 * bm * 32 * 4 : 0)) / ((bm + bn) * 32 * 4);
+    assert_true(stages >= 4);
+    assert_int_equal(x->shared_bytes, (stages * (bm + bn) + (ta ? 2 * bm : 0)) * 32 * 4 + (3 * stages + 2) * 8 + 1024);
+    assert_true(x->shared_bytes <= 227 * 1024);
+    assert_non_null(strstr(p->source, "tc::gemm_tma<"));
+}
+
 static void edit_attention_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -248,7 +303,7 @@ static void edit_attention_plans(void **state) {
                 fail_msg("B=%lld T=%lld candidate %s: %s", (long long)s.batch, (long long)s.seq_len, c[j],
                          attnbwd_last_error());
             const int fused = strstr(p.tiles, "fused=1") != NULL;
-            int attention = 0, gemms = 0;
+            int attention = 0, gemms = 0, tma_products = 0;
             for (int l = 0; l < p.n_launches; ++l) {
                 const plan_launch *x = &p.launches[l];
                 const char *kind = strstr(x->name, "_p0_") + 4;
@@ -281,7 +336,9 @@ static void edit_attention_plans(void **state) {
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
                 } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
                     gemms++;
-                    assert_true(x->shared_bytes > 48 * 1024); /* cp.async stages */
+                    assert_true(x->shared_bytes > 48 * 1024); /* cp.async or TMA stages */
+                    if (!strncmp(x->args[0], "tmap:", 5)) check_tma_product(&p, x, &s);
+                    tma_products += !strncmp(x->args[0], "tmap:", 5);
                     if (x->grid[2] > 1 && strcmp(kind, "grad_query")) { /* grad_query: z is (b, h) */
                         assert_true(l + 1 < p.n_launches);
                         assert_non_null(strstr(p.launches[l + 1].name, "_reduce"));
@@ -291,6 +348,8 @@ static void edit_attention_plans(void **state) {
                 }
             }
             assert_int_equal(attention, fused);
+            if (!tile(p.tiles, "tma") || !tile(p.tiles, "wg")) assert_int_equal(tma_products, 0);
+            if (tile(p.tiles, "tma") && tile(p.tiles, "wg") && s.batch * s.seq_len >= 8192) assert_true(tma_products >= 3);
             /* wgmma products read B transposed: each transpose feeds its product
              * (the next launch with that region), its [cols, ldd] region lies
              * inside the workspace, and only such a plan asks NVRTC for sm_90a. */
@@ -301,7 +360,7 @@ static void edit_attention_plans(void **state) {
                 transposes++;
                 assert_true(x->n_args == 5);
                 int user = l + 1;
-                while (user < p.n_launches && strcmp(p.launches[user].args[1], x->args[1])) user++;
+                while (user < p.n_launches && strcmp(pointer_of(p.launches[user].args[1]), x->args[1])) user++;
                 assert_true(user < p.n_launches);
                 assert_non_null(strstr(p.launches[user].name, "_grad_"));
                 const unsigned long long off = strtoull(x->args[1] + 3, NULL, 10);

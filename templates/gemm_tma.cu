@@ -1,0 +1,201 @@
+// Projection products on wgmma fed by the TMA (sm_90a), TF32:
+// C = alpha * op(A) @ B^T, op(A) [M, K] (TA: A stored [K, M]), B [N, K]
+// (K-major, rounded to TF32 by the plan's transpose), C [M, N] row-major.
+//
+// A producer warpgroup, BM/64 consumer warpgroups and a TMA warp. Per k tile
+// of 32, the TMA warp asks for B's and A's tiles (two bulk tensor copies,
+// counted in bytes on the stage's `full` barrier) as soon as the stage is
+// free; then the producer warpgroup makes A ready for the tensor cores, which read both
+// operands from shared memory and would truncate raw fp32 bits: it rounds A
+// to TF32 in place (A stored [M, K]), or (TA) writes the raw [32, BM] tile it
+// got transposed and rounded into the K-major tile. `ready` then lets the
+// consumers' wgmmas read the stage; `empty` gives it back once their wgmmas
+// of it are complete. So the consumers issue only wgmmas and wait, and no
+// barrier of the whole block is passed per k tile (templates/gemm_wg.cu, its
+// predecessor, has every thread copy and round, and one __syncthreads per tile).
+//
+// Tiles in shared memory are K-major in the 128-byte swizzle (16-byte chunk c
+// of row r at c ^ (r % 8)), written so by the TMA (B, A) or by the producer
+// (TA); the raw TA tiles are plain [32, BM]. The TMA fills rows and k past the
+// matrix with zeros. Tensor maps (host: runtime/tma_map.c): B over [N, LDB]
+// with a box of 32 x BN, swizzled; A over [M, LDA] with 32 x BM (swizzled) or,
+// TA, over [K, LDA] with BM x 32 (plain).
+namespace tc {
+
+// A CUtensorMap's 128 opaque bytes (cuda.h is not NVRTC's to include): the
+// host encodes it and passes it as a __grid_constant__ parameter.
+struct __align__(64) tma_map {
+    unsigned long long opaque[16];
+};
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+// One arrival that also announces `bytes` the TMA will complete on the barrier.
+__device__ __forceinline__ void mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned long long *bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+// Waits until the barrier's phase of this parity has completed.
+__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity) {
+    asm volatile("{\n.reg .pred done;\nWAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+                 "r"(parity)
+                 : "memory");
+}
+// The box of `map` at (c0 inner, c1 outer) into shared memory at dst.
+__device__ __forceinline__ void tma_load_2d(void *dst, const tma_map *map, unsigned long long *bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+#define TC_WG_REGS128 TC_WG_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, " \
+    "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, " \
+    "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, " \
+    "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define TC_WG_ACC128(d) TC_WG_ACC64(d), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), \
+    "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), \
+    "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), \
+    "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+// d[BN/2] += A (64 x 8, descriptor a) @ B (8 x BN, descriptor b), both K-major.
+template <int BN> __device__ __forceinline__ void wgmma_tf32_ss(float (&d)[BN / 2], unsigned long long a,
+                                                               unsigned long long b) {
+    static_assert(BN == 128 || BN == 256, "n128 or n256");
+    if constexpr (BN == 256)
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" TC_WG_REGS128 "}, "
+                     "%128, %129, p, 1, 1;\n}\n"
+                     : TC_WG_ACC128(d)
+                     : "l"(a), "l"(b));
+    else
+        wgmma_n128_tf32_ss(d, a, b);
+}
+
+// Threads: the producer warpgroup (0..127), then BM/64 consumer warpgroups:
+// gemm_tma_threads(BM). The producer's first warp asks the TMA for the tiles
+// (its first lane), as far ahead as the stages (and TA's RAW raw tiles)
+// allow; its other three warps make A ready.
+__host__ __device__ constexpr int gemm_tma_threads(int bm) { return 128 + bm / 64 * 128; }
+constexpr int TMA_PREP_THREADS = 96;
+
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT>
+__device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
+                                         float alpha, int split) {
+    constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
+    static_assert(BM % 128 == 0 && BM <= 256 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % 32 == 0,
+                  "tma product tiles");
+    static_assert(!TA || RAW >= 1, "TA needs raw tiles");
+    extern __shared__ float4 smem4[];
+    const unsigned raw_addr = smem_u32(smem4);
+    float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw_addr % 1024) % 1024) / 4; // launch asks 1 KiB more
+    float *raw = smem + STAGES * STAGE;
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(raw + (TA ? RAW : 0) * A_TILE);
+    unsigned long long *ready = full + STAGES, *empty = ready + STAGES, *raw_free = empty + STAGES;
+
+    const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&ready[s], TMA_PREP_THREADS);
+            mbar_init(&empty[s], NC * 4); // each consumer warp
+        }
+        for (int r = 0; r < RAW; ++r) mbar_init(&raw_free[r], TMA_PREP_THREADS);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    const int m0 = (int)((i64)blockIdx.y * BM), n0 = (int)((i64)blockIdx.x * BN);
+    const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
+    const int ktiles = (int)((kend - kbeg + 31) / 32);
+
+    if (threadIdx.x < 32) { // the TMA warp
+        if (threadIdx.x != 0) return;
+        for (int j = 0; j < ktiles; ++j) {
+            const int s = j % STAGES;
+            if (j >= STAGES) mbar_wait(&empty[s], (j / STAGES - 1) & 1);
+            if constexpr (TA)
+                if (j >= RAW) mbar_wait(&raw_free[j % RAW], (j / RAW - 1) & 1);
+            float *Bs = smem + s * STAGE, *As = Bs + B_TILE;
+            const int k0 = (int)(kbeg + 32 * (i64)j);
+            mbar_expect_tx(&full[s], STAGE * 4);
+            tma_load_2d(Bs, map_b, &full[s], k0, n0);
+            if constexpr (TA) tma_load_2d(raw + (j % RAW) * A_TILE, map_a, &full[s], m0, k0);
+            else tma_load_2d(As, map_a, &full[s], k0, m0);
+        }
+        return;
+    }
+    if (wg == 0) { // the rest of the producer: A made ready for the tensor cores
+        const int p = tid - 32;
+        for (int kt = 0; kt < ktiles; ++kt) {
+            const int s = kt % STAGES;
+            mbar_wait(&full[s], (kt / STAGES) & 1);
+            float *As = smem + s * STAGE + B_TILE;
+            // 16-byte chunk c of row m: consecutive threads take consecutive rows.
+#pragma unroll
+            for (int i = p; i < BM * 8; i += TMA_PREP_THREADS) {
+                const int m = i % BM, c = i / BM;
+                if constexpr (TA) { // raw [32, BM] -> the swizzled K-major tile, rounded
+                    const float *R = raw + (kt % RAW) * A_TILE + 4 * c * BM + m;
+                    *reinterpret_cast<uint4 *>(&As[m * 32 + 4 * (c ^ (m % 8))]) =
+                        make_uint4(to_tf32(R[0]), to_tf32(R[BM]), to_tf32(R[2 * BM]), to_tf32(R[3 * BM]));
+                } else { // rounded in place; the chunks in a rotated order against bank conflicts
+                    uint4 *q = reinterpret_cast<uint4 *>(&As[m * 32 + 4 * ((c + m) % 8)]);
+                    const float4 v = *reinterpret_cast<const float4 *>(q);
+                    *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+                }
+            }
+            fence_async_shared(); // the rounded tile, to the wgmmas (async proxy)
+            mbar_arrive(&ready[s]);
+            if constexpr (TA) mbar_arrive(&raw_free[kt % RAW]);
+        }
+        return;
+    }
+
+    // A consumer: rows 64w .. 64w+63 of the block's tile, all BN columns.
+    const int w = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    float acc[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const int s = kt % STAGES;
+        mbar_wait(&ready[s], (kt / STAGES) & 1);
+        const float *Bs = smem + s * STAGE, *As = Bs + B_TILE + w * 64 * 32;
+        wg_fence();
+#pragma unroll
+        for (int k = 0; k < 4; ++k) wgmma_tf32_ss<BN>(acc, wg_desc(As + 8 * k), wg_desc(Bs + 8 * k));
+        wg_commit();
+        wg_wait<1>(); // tile kt-1's wgmmas are complete: its stage goes back
+        if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+    }
+    wg_wait<0>();
+
+    const int wrow = w * 64 + (tid / 32) * 16;
+    const i64 r = (i64)m0 + wrow + g;
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+        const i64 c = (i64)n0 + 8 * j + 2 * t;
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const i64 rr = r + 8 * e;
+            if (rr >= M) continue;
+            const float x = alpha * acc[4 * j + 2 * e], y = alpha * acc[4 * j + 2 * e + 1];
+            if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);
+            else if (c < N) C[rr * ldc + c] = x;
+        }
+    }
+}
+} // namespace tc

@@ -1,0 +1,10 @@
+// {{COMMENT}}
+// TMA-fed wgmma tiles {{BM}}x{{BN}}x32, {{STAGES}} stages ({{RAW}} raw A tiles), K in {{SPLITS}} slice(s) of {{KSPLIT}}.
+extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads({{BM}}), 1)
+{{NAME}}(const __grid_constant__ tc::tma_map map_a, const __grid_constant__ tc::tma_map map_b,
+         float *__restrict__ C, float alpha) {
+    tc::pdl_enter();
+    float *out = {{SPLITS}} > 1 ? C + (long long)blockIdx.z * {{M}} * {{N}} : C;
+    tc::gemm_tma<{{M}}, {{N}}, {{K}}, {{TA}}, {{BM}}, {{BN}}, {{STAGES}}, {{RAW}}, {{KSPLIT}}>(
+        &map_a, &map_b, out, {{SPLITS}} > 1 ? {{N}} : {{LDC}}, {{SPLITS}} > 1 ? 1.f : alpha, blockIdx.z);
+}
