@@ -3,7 +3,8 @@
 // edit-attention backward: each checked against cuBLAS in full fp32 and timed
 // (cold L2 before every launch, median, device time).
 //   sed 's/{{PREFIX}}/lab/' templates/transpose.cu > build/lab_transpose.inc
-//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ibuild bench/gemm_lab.cu -lcublas -o build/gemm_lab
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Ibuild bench/gemm_lab.cu \
+//        -L/usr/local/cuda/lib64/stubs -lcublas -lcuda -o build/gemm_lab
 // Used to choose the tiles and fragment loads of the projection products
 // (docs/benchmarks.md); not part of the library.
 #include <algorithm>
@@ -11,12 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <vector>
 
 #include "../templates/tc_common.cu"
 #include "../templates/gemm_tc.cu"
 #include "../templates/gemm_wg.cu"
+#include "../templates/gemm_tma.cu"
 #include "lab_transpose.inc" // templates/transpose.cu with {{PREFIX}} = lab (see the build line)
 
 using tc::i64;
@@ -36,6 +39,29 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1) lab_wg(const float *A, const
     constexpr int SPLITS = (int)((K + KS - 1) / KS);
     float *out = SPLITS > 1 ? C + (i64)blockIdx.z * M * N : C;
     tc::gemm_wg<M, N, K, TA ? M : K, K, TA, BM, BN, ST, KS>(A, B, out, N, 1.f, blockIdx.z);
+}
+
+// TMA-fed wgmma (templates/gemm_tma.cu): the same operands through tensor maps.
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int ST, int RAW, i64 KS>
+__global__ void __launch_bounds__(tc::gemm_tma_threads(BM), 1)
+    lab_tma(const __grid_constant__ tc::tma_map ma, const __grid_constant__ tc::tma_map mb, float *C) {
+    constexpr int SPLITS = (int)((K + KS - 1) / KS);
+    float *out = SPLITS > 1 ? C + (i64)blockIdx.z * M * N : C;
+    tc::gemm_tma<M, N, K, TA, BM, BN, ST, RAW, KS>(&ma, &mb, out, N, 1.f, blockIdx.z);
+}
+
+// A 2-D tensor map over a row-major [rows, cols] fp32 matrix (leading
+// dimension ld), box [box_rows, box_cols], 128-byte swizzle or none.
+static tc::tma_map tensor_map(const float *p, i64 rows, i64 cols, i64 ld, int box_rows, int box_cols, bool swizzle) {
+    tc::tma_map m;
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * 4};
+    cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+    CUresult r = cuTensorMapEncodeTiled(reinterpret_cast<CUtensorMap *>(&m), CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2,
+                                        (void *)p, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                        swizzle ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) { printf("cuTensorMapEncodeTiled: %d\n", (int)r); exit(1); }
+    return m;
 }
 
 static int smem_bytes(bool ta, int bm, int bn, int st) { // as lua/edit_attention.lua's gemm_smem
@@ -88,15 +114,13 @@ static float *dA, *dB, *dC, *dRef;
 
 typedef void (*lab_kernel)(const float *, const float *, float *);
 
-// Runs kern (A = dA, B as given) once on a NaN-poisoned output, adds its K
-// slices, compares with cuBLAS fp32 (dRef), times it, and prints one line.
-static void measure(const Case &c, const char *label, lab_kernel kern, dim3 grid, int threads, int smem,
-                    const float *B, double ref_us) {
+// Runs launch() once on a NaN-poisoned output, adds its K slices, compares
+// with cuBLAS fp32 (dRef), times it, and prints one line.
+template <class L>
+static void measure_launch(const Case &c, const char *label, L launch, int splits, int regs, int smem, double ref_us) {
     const i64 mn = (i64)c.m * c.n;
-    const int splits = (int)grid.z;
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CK(cudaMemset(dC, 0xff, (size_t)splits * mn * 4)); // NaN poison
-    kern<<<grid, threads, smem>>>(dA, B, dC);
+    launch();
     CK(cudaGetLastError());
     if (splits > 1) {
         splitk_sum<<<(unsigned)((mn + 255) / 256), 256>>>(dC, dC + splits * mn, mn, splits);
@@ -106,21 +130,28 @@ static void measure(const Case &c, const char *label, lab_kernel kern, dim3 grid
     std::vector<float> got((size_t)mn), ref((size_t)mn);
     CK(cudaMemcpy(got.data(), dC, got.size() * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(ref.data(), dRef, ref.size() * 4, cudaMemcpyDeviceToHost));
-    double maxref = 0, maxerr = 0;
+    double maxref = 0, maxerr = 0, sumerr = 0;
     bool nan = false;
     for (size_t i = 0; i < got.size(); ++i) {
         maxref = std::max(maxref, (double)std::fabs(ref[i]));
         if (!std::isfinite(got[i])) nan = true;
         maxerr = std::max(maxerr, (double)std::fabs(got[i] - ref[i]));
+        sumerr += (double)got[i] - ref[i];
     }
-    const float us = quick ? 1.f : time_median([&] { kern<<<grid, threads, smem>>>(dA, B, dC); }, 30);
+    const float us = quick ? 1.f : time_median(launch, 30);
+    printf("%-16s %-26s split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  x%.2f of cuBLAS  err/max %.2e bias %.1e%s\n",
+           c.name, label, splits, regs, smem, us, 2.0 * c.m * c.n * c.k / us * 1e-6, ref_us / us, maxerr / maxref,
+           sumerr / got.size() / maxref, nan ? "  NaN!" : "");
+    fflush(stdout);
+}
+
+static void measure(const Case &c, const char *label, lab_kernel kern, dim3 grid, int threads, int smem,
+                    const float *B, double ref_us) {
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int regs = 0;
     cudaFuncAttributes fa;
     if (cudaFuncGetAttributes(&fa, kern) == cudaSuccess) regs = fa.numRegs;
-    printf("%-16s %-26s split %d  regs %3d smem %6d  %8.1f us  %6.1f TFLOP/s  x%.2f of cuBLAS  err/max %.2e%s\n",
-           c.name, label, splits, regs, smem, us, 2.0 * c.m * c.n * c.k / us * 1e-6, ref_us / us, maxerr / maxref,
-           nan ? "  NaN!" : "");
-    fflush(stdout);
+    measure_launch(c, label, [&] { kern<<<grid, threads, smem>>>(dA, B, dC); }, (int)grid.z, regs, smem, ref_us);
 }
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int WM, int WN, int ST, i64 KS>
@@ -155,6 +186,22 @@ static void run_wg(const Case &c, double ref_us) {
             ST * ((TA ? 32 * (BM + 8) : BM * 36) + BN * 32) * 4 + 1024, dBt, ref_us);
 }
 
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int ST, int RAW, i64 KS>
+static void run_tma(const Case &c, double ref_us) {
+    char label[64];
+    snprintf(label, sizeof label, "tma %dx%d %d st %d raw", BM, BN, ST, RAW);
+    auto kern = lab_tma<M, N, K, TA, BM, BN, ST, RAW, KS>;
+    const int smem = (ST * (BM + BN) * 32 + (TA ? RAW * BM * 32 : 0)) * 4 + (3 * ST + RAW) * 8 + 1024;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, kern));
+    const tc::tma_map ma = TA ? tensor_map(dA, K, M, M, 32, BM, false) : tensor_map(dA, M, K, K, BM, 32, true);
+    const tc::tma_map mb = tensor_map(dBt, N, K, K, BN, 32, true);
+    const dim3 grid((N + BN - 1) / BN, (M + BM - 1) / BM, (K + KS - 1) / KS);
+    measure_launch(c, label, [&] { kern<<<grid, tc::gemm_tma_threads(BM), smem>>>(ma, mb, dC); }, (int)grid.z, fa.numRegs,
+                   smem, ref_us);
+}
+
 template <i64 M, i64 N, i64 K, bool TA, i64 KS> static void shape(const char *name) {
     const Case c{name, (int)M, (int)N, (int)K, TA};
     cublas_ref(handle, c, dA, dB, dRef, false);
@@ -163,12 +210,15 @@ template <i64 M, i64 N, i64 K, bool TA, i64 KS> static void shape(const char *na
     run<M, N, K, TA, 128, 128, 2, 2, 3, KS>(c, cub);
     const float tr = transpose_operands(c);
     printf("%-16s transpose of B (TF32-rounded) %8.1f us\n", name, tr);
-    run_wg<M, N, K, TA, 256, 128, 4, KS>(c, cub);
-    run_wg<M, N, K, TA, 256, 128, 3, KS>(c, cub);
     run_wg<M, N, K, TA, 128, 256, 4, KS>(c, cub);
-    run_wg<M, N, K, TA, 128, 128, 6, KS>(c, cub);
-    run_wg<M, N, K, TA, 128, 128, 3, KS>(c, cub);
-    run_wg<M, N, K, TA, 64, 256, 5, KS>(c, cub);
+    if constexpr (TA) {
+        run_tma<M, N, K, TA, 128, 256, 4, 2, KS>(c, cub);
+        run_tma<M, N, K, TA, 128, 256, 4, 1, KS>(c, cub);
+        run_tma<M, N, K, TA, 128, 128, 6, 2, KS>(c, cub);
+    } else {
+        run_tma<M, N, K, TA, 128, 256, 4, 0, KS>(c, cub);
+        run_tma<M, N, K, TA, 128, 128, 6, 0, KS>(c, cub);
+    }
 }
 
 int main(int argc, char **argv) {
