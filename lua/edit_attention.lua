@@ -93,6 +93,7 @@ function M.heuristic(shape, arch)
   t.wg_gq = t.wg -- gQ on wgmma wherever the products may be
   t.wg_att = t.wg -- the attention pass too
   t.tma = t.wg -- and the projection products fed by the TMA
+  t.zero_early = 1 -- grad_edit_region_bias's rows past T written at the start
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -135,6 +136,9 @@ function M.validate(shape, t, arch)
   if t.wg_gq ~= 0 and t.wg_gq ~= 1 then return "wg_gq must be 0 or 1 (gQ on wgmma where wg=1 and gs_store=1)" end
   if t.wg_att ~= 0 and t.wg_att ~= 1 then
     return "wg_att must be 0 or 1 (the attention pass on wgmma where wg=1, gs_store=1, bj=64 and p_stages=2)"
+  end
+  if t.zero_early ~= 0 and t.zero_early ~= 1 then
+    return "zero_early must be 0 or 1 (grad_edit_region_bias's rows past T written at the start, where gs_store=1)"
   end
   if t.tma ~= 0 and t.tma ~= 1 then return "tma must be 0 or 1 (the wgmma products fed by the TMA, where wg=1)" end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
@@ -201,6 +205,9 @@ function M.candidates(shape)
     t.tma = 0 -- the wgmma products with every thread copying (templates/gemm_wg.cu)
     add(t)
   end
+  local late = M.heuristic(shape) -- all of grad_edit_region_bias written after the attention pass
+  late.zero_early = 0
+  add(late)
   local serial = M.heuristic(shape) -- each kernel placed only after the one before it ends
   serial.pdl = 0
   add(serial)
@@ -350,8 +357,9 @@ local function new_plan(shape, t)
   end
   -- The edit-bias gradients from gS (templates/edit_attention_bwd.cu): one
   -- bias_grads block per (row, head), then one bias_final block per head.
-  function p.bias_sums(gs)
-    p.kernel("bias_grads", { POS, H, 1 }, { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart") })
+  -- rows: 1024, or T where bias_zero_rows writes the rest.
+  function p.bias_sums(gs, rows)
+    p.kernel("bias_grads", { rows or POS, H, 1 }, { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart") })
     p.kernel("bias_final", { H, 1, 1 }, { p.wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   end
   function p.finish(arch, align)
@@ -513,6 +521,11 @@ local function plan_fused(shape, t, arch)
   p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out")
   p.on(2)
   transpose_b(gqw)
+  local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
+  if zero_early then -- grad_edit_region_bias's rows past T, while the products run
+    p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
+    p.signal("bias_zero")
+  end
   p.on(0)
   if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
     p.kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
@@ -531,7 +544,9 @@ local function plan_fused(shape, t, arch)
     p.kernel("attention", { NJ, B * H, 1 },
            { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
              "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
-             "out:grad_edit_region_bias", wsp("wcpart"), wsp("gs"), "f32:scale" }, nil,
+             -- grad_edit_region_bias: summed into with gs_store=0 only (else unused: gs in its place)
+             t.gs_store == 0 and "out:grad_edit_region_bias" or wsp("gs"), wsp("wcpart"), wsp("gs"), "f32:scale" },
+           nil,
            attention_smem(t.bj, t.gs_store, t.p_stages))
   end
   p.signal("attention")
@@ -541,7 +556,8 @@ local function plan_fused(shape, t, arch)
   else
     p.on(1)
     p.wait("attention")
-    p.bias_sums(wsp("gs"))
+    if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
+    p.bias_sums(wsp("gs"), zero_early and T or POS)
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local kname = p.prefix .. "_grad_query"

@@ -9,9 +9,10 @@ constexpr int kHeads = 16, kPos = 1024;
 
 // grad_edit_region_bias[h, i, j] = sum over b of gS (0 outside [:T, :T]), and
 // per block the partial sums of gS * m_i*m_j and gS * (m_i != m_j).
-// Grid (1024, 16): a block owns one row of one head, a thread four adjacent
+// Grid (rows, 16): a block owns one row of one head, a thread four adjacent
 // columns, written as one 16-byte store. The output is 64 MiB whatever T is;
-// rows and columns past T are only written.
+// rows and columns past T are only written: rows past T by this kernel with
+// 1024 rows, or, with T rows (tile zero_early=1), by bias_zero_rows earlier.
 namespace ea {
 constexpr bool kVec = kLd % 4 == 0; // gS rows 16-byte aligned
 } // namespace ea
@@ -54,6 +55,20 @@ extern "C" __global__ void __launch_bounds__(256)
         partials[2 * p] = within;
         partials[2 * p + 1] = cross;
     }
+}
+
+// Rows T..1023 of every head of grad_edit_region_bias, zeros whatever gS is:
+// written at the start of the plan on a side lane, where the products leave
+// DRAM bandwidth unused, instead of after the attention pass. Grid (float4s
+// of a head's rows past T / 256, 16).
+extern "C" __global__ void __launch_bounds__(256)
+{{PREFIX}}_bias_zero_rows(float *__restrict__ grad_edit_region_bias) {
+    tc::pdl_enter();
+    using namespace ea;
+    const long long q = (long long)blockIdx.x * 256 + threadIdx.x;
+    if (q >= (kPos - kT) * kPos / 4) return;
+    float *head = grad_edit_region_bias + ((long long)blockIdx.y * kPos + kT) * kPos;
+    reinterpret_cast<float4 *>(head)[q] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // One block per head: the partials of bias_grads, summed in a fixed order.

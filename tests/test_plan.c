@@ -283,6 +283,32 @@ static void check_tma_product(const kernel_plan *p, const plan_launch *x, const 
     assert_non_null(strstr(p->source, "tc::gemm_tma<"));
 }
 
+/* grad_edit_region_bias's 1024 rows of every head are written once: rows
+ * past T by bias_zero_rows at the start on a side lane (zero_early=1 with
+ * gs_store=1), the rest by bias_grads; else all of them by bias_grads. */
+static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
+    if (!strstr(p->tiles, "fused=1") || !strstr(p->tiles, "gs_store=1")) return;
+    const int early = strstr(p->tiles, "zero_early=1") && s->seq_len < 1024;
+    int zero = -1, grads = -1;
+    for (int i = 0; i < p->n_launches; ++i) {
+        if (strstr(p->launches[i].name, "_bias_zero_rows")) zero = i;
+        if (strstr(p->launches[i].name, "_bias_grads")) grads = i;
+    }
+    assert_true(grads >= 0);
+    assert_int_equal(p->launches[grads].grid[0], early ? (unsigned)s->seq_len : 1024u);
+    assert_int_equal(p->launches[grads].grid[1], 16);
+    if (!early) {
+        assert_int_equal(zero, -1);
+        return;
+    }
+    const plan_launch *z = &p->launches[zero];
+    assert_true(zero >= 0 && zero < grads && z->lane != 0 && z->n_args == 1);
+    assert_string_equal(z->args[0], "out:grad_edit_region_bias");
+    assert_int_equal(z->grid[1], 16);
+    const unsigned long long float4s = (unsigned long long)(1024 - s->seq_len) * 1024 / 4;
+    assert_true((unsigned long long)z->grid[0] * 256 >= float4s && (unsigned long long)(z->grid[0] - 1) * 256 < float4s);
+}
+
 static void edit_attention_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -360,7 +386,9 @@ static void edit_attention_plans(void **state) {
                 transposes++;
                 assert_true(x->n_args == 5);
                 int user = l + 1;
-                while (user < p.n_launches && strcmp(pointer_of(p.launches[user].args[1]), x->args[1])) user++;
+                while (user < p.n_launches &&
+                       (p.launches[user].n_args < 2 || strcmp(pointer_of(p.launches[user].args[1]), x->args[1])))
+                    user++;
                 assert_true(user < p.n_launches);
                 assert_non_null(strstr(p.launches[user].name, "_grad_"));
                 const unsigned long long off = strtoull(x->args[1] + 3, NULL, 10);
@@ -368,6 +396,7 @@ static void edit_attention_plans(void **state) {
                 const unsigned long long ldd = strtoull(x->args[4] + 4, NULL, 10);
                 assert_true(ldd % 4 == 0 && off + 4 * cols * ldd <= p.workspace_bytes);
             }
+            check_bias_rows(&p, &s);
             check_lanes(&p);
             check_pdl(&p);
             /* gQ on wgmma (wg_gq=1 with wg=1 and gs_store=1) needs sm_90a too, and no transpose. */
