@@ -2,13 +2,13 @@
 // C = alpha * op(A) @ B^T, op(A) [M, K] (TA: A stored [K, M]), B [N, K]
 // (K-major, rounded to TF32 by the plan's transpose), C [M, N] row-major.
 //
-// A producer warpgroup, BM/64 consumer warpgroups and a TMA warp. Per k tile
-// of 32, the TMA warp asks for B's and A's tiles (two bulk tensor copies,
-// counted in bytes on the stage's `full` barrier) as soon as the stage is
-// free; then the producer warpgroup makes A ready for the tensor cores, which read both
-// operands from shared memory and would truncate raw fp32 bits: it rounds A
-// to TF32 in place (A stored [M, K]), or (TA) writes the raw [32, BM] tile it
-// got transposed and rounded into the K-major tile. `ready` then lets the
+// A producer warpgroup and BM/64 consumer warpgroups. Per k tile of 32, the
+// producer's first warp asks the TMA for B's and A's tiles (two bulk tensor
+// copies, counted in bytes on the stage's `full` barrier) as soon as the stage
+// is free; its other three warps then make A ready for the tensor cores,
+// which read both operands from shared memory and would truncate raw fp32
+// bits: they round A to TF32 in place (A stored [M, K]), or (TA) write the
+// raw [32, BM] tile, transposed and rounded, into the K-major tile. `ready` then lets the
 // consumers' wgmmas read the stage; `empty` gives it back once their wgmmas
 // of it are complete. So the consumers issue only wgmmas and wait, and no
 // barrier of the whole block is passed per k tile (templates/gemm_wg.cu, its
@@ -17,7 +17,8 @@
 // Tiles in shared memory are K-major in the 128-byte swizzle (16-byte chunk c
 // of row r at c ^ (r % 8)), written so by the TMA (B, A) or by the producer
 // (TA); the raw TA tiles are plain [32, BM]. The TMA fills rows and k past the
-// matrix with zeros. Tensor maps (host: runtime/tma_map.c): B over [N, LDB]
+// matrix with zeros. Tensor maps (the plan's `tmap:` arguments, encoded per
+// launch by runtime/launch_edit_attention.c): B over [N, LDB]
 // with a box of 32 x BN, swizzled; A over [M, LDA] with 32 x BM (swizzled) or,
 // TA, over [K, LDA] with BM x 32 (plain).
 namespace tc {
@@ -96,8 +97,9 @@ template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
-    static_assert(BM % 128 == 0 && BM <= 256 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % 32 == 0,
-                  "tma product tiles");
+    // BM = 256 would need 640 threads, too many for the accumulators' registers.
+    static_assert(BM == 128 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % 32 == 0, "tma product tiles");
+    static_assert(M < (1ll << 31) && N < (1ll << 31) && K < (1ll << 31), "TMA coordinates are 32-bit");
     static_assert(!TA || RAW >= 1, "TA needs raw tiles");
     extern __shared__ float4 smem4[];
     const unsigned raw_addr = smem_u32(smem4);
