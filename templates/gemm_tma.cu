@@ -57,33 +57,12 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const tma_map *map, unsig
                  : "memory");
 }
 
-#define TC_WG_REGS128 TC_WG_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, " \
-    "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, " \
-    "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, " \
-    "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define TC_WG_ACC128(d) TC_WG_ACC64(d), \
-    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
-    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
-    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
-    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
-    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
-    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), \
-    "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), \
-    "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), \
-    "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-
 // d[BN/2] += A (64 x 8, descriptor a) @ B (8 x BN, descriptor b), both K-major.
 template <int BN> __device__ __forceinline__ void wgmma_tf32_ss(float (&d)[BN / 2], unsigned long long a,
                                                                unsigned long long b) {
     static_assert(BN == 128 || BN == 256, "n128 or n256");
-    if constexpr (BN == 256)
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-                     "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" TC_WG_REGS128 "}, "
-                     "%128, %129, p, 1, 1;\n}\n"
-                     : TC_WG_ACC128(d)
-                     : "l"(a), "l"(b));
-    else
-        wgmma_n128_tf32_ss(d, a, b);
+    if constexpr (BN == 256) wgmma_n256_tf32_ss(d, a, b);
+    else wgmma_n128_tf32_ss(d, a, b);
 }
 
 // Threads: the producer warpgroup (0..127), then BM/64 consumer warpgroups:

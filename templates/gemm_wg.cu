@@ -50,7 +50,7 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
 
 // The fp32 accumulators of an m64nN wgmma, N/2 per thread, as asm operands
 // %0.. (the text, and the operands bound to d): 16 for n32, 32 for n64, 64
-// for n128.
+// for n128, 128 for n256.
 #define TC_WG_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define TC_WG_REGS32 TC_WG_REGS16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define TC_WG_REGS64 TC_WG_REGS32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
@@ -66,6 +66,22 @@ __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy
     "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
     "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
     "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+#define TC_WG_REGS128 TC_WG_REGS64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, " \
+    "%79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, " \
+    "%100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, " \
+    "%118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define TC_WG_ACC128(d) TC_WG_ACC64(d), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+    "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+    "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+    "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+    "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+    "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), \
+    "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), \
+    "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), \
+    "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
 
 // d[64] += A (64 x 8, this warp's rows 16q..16q+15 in registers a, laid out
 // as mma.sync m16n8k8's A fragment) @ B (8 x 128, descriptor b), TF32, fp32
@@ -85,6 +101,15 @@ __device__ __forceinline__ void wgmma_n128_tf32_ss(float (&d)[64], unsigned long
                  "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 {" TC_WG_REGS64 "}, "
                  "%64, %65, p, 1, 1;\n}\n"
                  : TC_WG_ACC64(d)
+                 : "l"(a), "l"(b));
+}
+
+// d[128] += A (64 x 8, descriptor a) @ B (8 x 256, descriptor b), both K-major.
+__device__ __forceinline__ void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32 {" TC_WG_REGS128 "}, "
+                 "%128, %129, p, 1, 1;\n}\n"
+                 : TC_WG_ACC128(d)
                  : "l"(a), "l"(b));
 }
 
