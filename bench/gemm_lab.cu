@@ -19,6 +19,7 @@
 #include "../templates/tc_common.cu"
 #include "../templates/gemm_tc.cu"
 #include "../templates/gemm_wg.cu"
+#include "../templates/tma.cu"
 #include "../templates/gemm_tma.cu"
 #include "lab_transpose.inc" // templates/transpose.cu with {{PREFIX}} = lab (see the build line)
 

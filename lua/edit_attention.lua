@@ -56,9 +56,11 @@ local function attention_smem(bj, gs_store, p_stages)
 end
 
 -- Dynamic shared memory of the attention pass on wgmma (templates/attention_wg.cu's
--- SMEM_FLOATS, plus the 1 KiB its swizzled tiles may need to reach a 1024-byte boundary).
-local function attention_wg_smem(p_stages)
+-- SMEM_FLOATS, plus the 1 KiB its swizzled tiles may need to reach a 1024-byte
+-- boundary). The ring's P tiles have rows of 68 floats; att_tma adds a barrier per slot.
+local function attention_wg_smem(p_stages, att_tma)
   local floats = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * p_stages * 2 * 32 * 68 + 2 * 8 * 128 * 4
+                 + (att_tma == 1 and 2 * p_stages * 2 or 0)
   return floats * 4 + 1024
 end
 
@@ -93,6 +95,11 @@ function M.heuristic(shape, arch)
   t.wg_gq = t.wg -- gQ on wgmma wherever the products may be
   t.wg_att = t.wg -- the attention pass too
   t.tma = t.wg -- and the projection products fed by the TMA
+  -- P and Pd into the wgmma attention pass by the TMA where T % 4 ~= 0: there
+  -- its 16-byte copies start before each row (p_shift) and the TMA was 0.8-2.4%
+  -- faster on all 7 such public workloads; where T % 4 == 0, 1-4% slower on 6
+  -- of 9 (docs/benchmarks.md, 2026-12-03, sixth session).
+  t.att_tma = (t.wg == 1 and shape.seq_len % 4 ~= 0) and 1 or 0
   t.zero_early = 1 -- grad_edit_region_bias's rows past T written at the start
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -141,14 +148,17 @@ function M.validate(shape, t, arch)
     return "zero_early must be 0 or 1 (grad_edit_region_bias's rows past T written at the start, where gs_store=1)"
   end
   if t.tma ~= 0 and t.tma ~= 1 then return "tma must be 0 or 1 (the wgmma products fed by the TMA, where wg=1)" end
+  if t.att_tma ~= 0 and t.att_tma ~= 1 then
+    return "att_tma must be 0 or 1 (P and Pd copied by the TMA in the attention pass on wgmma, where wg_att=1)"
+  end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
   end
   if att_on_wg(t) then
-    if attention_wg_smem(t.p_stages) > smem_limit(arch) then
+    if attention_wg_smem(t.p_stages, t.att_tma) > smem_limit(arch) then
       return string.format("the attention pass on wgmma needs %d bytes of shared memory; %s allows %d",
-                           attention_wg_smem(t.p_stages), arch or "sm_90", smem_limit(arch))
+                           attention_wg_smem(t.p_stages, t.att_tma), arch or "sm_90", smem_limit(arch))
     end
   elseif t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
     return string.format("the attention pass needs %d bytes of shared memory; %s allows %d "
@@ -203,6 +213,9 @@ function M.candidates(shape)
     add(t)
     t = M.heuristic(shape)
     t.tma = 0 -- the wgmma products with every thread copying (templates/gemm_wg.cu)
+    add(t)
+    t = M.heuristic(shape)
+    t.att_tma = 1 - t.att_tma -- P and Pd by the TMA, or by every thread of the attention pass (cp.async)
     add(t)
   end
   local late = M.heuristic(shape) -- all of grad_edit_region_bias written after the attention pass
@@ -440,6 +453,7 @@ local function plan_fused(shape, t, arch)
   -- stored transposed (through registers), gS's rows B, rounded in place.
   local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
   local att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
+  local att_tma = att_wg and t.att_tma == 1 -- P and Pd into it by the TMA
   local any_wg = gq_wg or att_wg
   for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
   if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
@@ -447,6 +461,7 @@ local function plan_fused(shape, t, arch)
   p.render("gemm_tc.cu", {})
   if any_wg then
     p.render("gemm_wg.cu", {})
+    if t.tma == 1 or att_tma then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
     p.render("transpose.cu", { PREFIX = p.prefix })
   end
@@ -537,9 +552,16 @@ local function plan_fused(shape, t, arch)
   end
 
   if att_wg then
+    -- With att_tma, P and Pd through tensor maps over [B*16*T/4, 4T]: four rows
+    -- of P per map row, since T floats are not a multiple of 16 bytes at odd T;
+    -- boxes of 8 x 68, not swizzled (templates/attention_wg.cu).
+    local p_map = string.format("tmap:%d:%d:%d:8:68:0:", B * H * T // 4, 4 * T, 4 * T)
+    local probs = att_tma and p_map .. "in:attention_probs" or "in:attention_probs"
+    local dropped = att_tma and p_map .. "in:attention_probs_dropped" or "in:attention_probs_dropped"
     p.kernel("attention_wg", { NJ, B * H, 1 },
-           { wsp("gA"), wsp("rowdot"), "in:query", "in:value", "in:attention_probs", "in:attention_probs_dropped",
-             "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale" }, nil, attention_wg_smem(t.p_stages))
+           { wsp("gA"), wsp("rowdot"), "in:query", "in:value", probs, dropped,
+             "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale" }, nil,
+           attention_wg_smem(t.p_stages, att_tma and 1 or 0))
   else
     p.kernel("attention", { NJ, B * H, 1 },
            { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
@@ -603,7 +625,8 @@ local function plan_fused(shape, t, arch)
                                    MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
                                    SYNC_PASS = not att_wg })
   if att_wg then
-    p.render("attention_wg.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4, P_STAGES = t.p_stages })
+    p.render("attention_wg.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4, P_STAGES = t.p_stages,
+                                  P_TMA = att_tma and 1 or 0 })
   end
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })

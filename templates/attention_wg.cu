@@ -20,12 +20,32 @@
 // loads, ring and barriers; they share only v_j, and add their gV and gK once
 // at the end (a fixed order: deterministic). gS goes to gs [B, 16, T, GS_LD]
 // (rows padded with zeros to GS_LD) for the gQ product and the bias sums.
+//
+// P and Pd come into the ring either with every thread's 16-byte cp.async
+// (P_TMA 0), or (P_TMA 1) as 2-D TMA tensor copies that one thread of the
+// warpgroup asks for, completing on the slot's mbarrier: the load/store unit
+// then carries no copies of P. A row of P starts 4 T bytes after the last, not
+// a multiple of 16 at odd T, which a tensor map needs; so the map views P as
+// [B*16*T/4, 4T]: each map row holds four rows of P (16 T bytes apart). A
+// box of 8 map rows x 68 floats brings 8 rows of P four apart, and four boxes
+// (rows a, a+4, ..., a = 0..3) a tile. A box must start on a 16-byte boundary
+// (the TMA refuses others: an illegal instruction), so box a starts s_a <= 3
+// floats before key j0, as the cp.async path's shifted rows do (p_shift), and
+// its 68 floats cover the 64 keys. Box rows lie 68 floats apart, which puts
+// rows 2 apart 8 banks apart; so that a warp's reads hit 32 banks,
+// accumulator column c (the query rows a thread holds, 8 n + 2 t + e) takes
+// the step's row perm(c), where the four lanes t of a register land on box
+// rows 2 t + const of one box: the gA and q rows and the row sums follow the
+// same order. Rows and keys past T read other rows' finite values (or zeros
+// past the tensor): every product with them is multiplied by a zero gA row,
+// row sum or keep, or is not stored.
 namespace fw {
 typedef long long i64;
 constexpr i64 kB = {{B}}, kT = {{T}}, GS_LD = {{GS_LD}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
 constexpr int BJ = 64, BI = 64, HALF = 32, P_STAGES = {{P_STAGES}};
-constexpr bool P_SHIFT = kT % 4 != 0;
+constexpr bool P_TMA = {{P_TMA}};
+constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 // P and Pd rows (32 of a warpgroup's rows per tile): read down their columns,
 // and 4 i + j puts a warp's 32 reads in 32 banks. A shifted row (odd T, see
@@ -42,8 +62,12 @@ constexpr int SUB = 64 * 32, OFF_V = 0, OFF_BUF = 2 * SUB;
 constexpr int GA = 0, GAT = 2 * HALF * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
 //   per warpgroup: R, the gA and q rows of the step after next as they come
 //   (8 chunks of 16 bytes per thread), read back by the thread that copied them
-constexpr int P_TILE = HALF * LD_P, OFF_P = OFF_BUF + 4 * WG_BUF, OFF_R = OFF_P + 2 * P_STAGES * 2 * P_TILE,
-              SMEM_FLOATS = OFF_R + 2 * 8 * 128 * 4;
+//   per warpgroup and slot (P_TMA): a full barrier (8 bytes)
+constexpr int P_TILE = HALF * LD_P, OFF_P = OFF_BUF + 4 * WG_BUF,
+              OFF_R = OFF_P + 2 * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 2 * 8 * 128 * 4,
+              SMEM_FLOATS = OFF_BAR + (P_TMA ? 2 * P_STAGES * 2 : 0);
+static_assert(OFF_P % 32 == 0 && P_TILE % 32 == 0 && 8 * LD_P % 32 == 0, "TMA boxes on 128-byte boundaries");
+static_assert(kB * kHeads * kT / 4 < (1ll << 31) && 4 * kT + BJ < (1ll << 31), "TMA coordinates are 32-bit");
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
@@ -52,7 +76,21 @@ static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 __device__ __forceinline__ int p_shift(i64 row) {
     return P_SHIFT ? (int)(((unsigned)row * (unsigned)kT) & 3u) : 0;
 }
-// Column of row i (0..31 of a warpgroup's rows) in GAT and QT.
+// The step's query row (0..31 of a warpgroup's) of accumulator column c =
+// 8 n + 2 t + e: c itself, or (P_TMA) 8 t + 4 (n % 2) + 2 (n / 2) + e, which
+// is row 2 t + n % 2 of box a = 2 (n / 2) + e (see the top). perm(c + 16) =
+// perm(c) + perm(16) for c < 16, and perm(x + y) = perm(x) + perm(y) for
+// x = 2 t, y = 8 n + e.
+__device__ __forceinline__ constexpr int perm(int c) {
+    return P_TMA ? 8 * ((c >> 1) & 3) + 4 * ((c >> 3) & 1) + 2 * (c >> 4) + (c & 1) : c;
+}
+// Float offset of (query row m, key j) in a TMA ring tile: box m % 4, its row
+// m / 4, shifted by the box's s_a.
+__device__ __forceinline__ int p_tma_at(int m, int j, int shift) { return (m & 3) * 8 * LD_P + (m >> 2) * LD_P + j + shift; }
+// s_a of box a (see the top) when the tile's first row of P is r: how far
+// before a 16-byte boundary row r + a's key j0 (a multiple of 4) lies.
+__device__ __forceinline__ int box_shift(i64 r, int a) { return (int)((((unsigned)r + a) & 3u) * ((unsigned)kT & 3u) & 3u); }
+// Column of accumulator column c (0..31 of a warpgroup's) in GAT and QT.
 __device__ __forceinline__ int ipos(int i) { return (i & ~7) | ((i & 1) << 2) | ((i & 7) >> 1); }
 // Float offset of (row, col) in a K-major 128-byte-swizzled tile.
 __device__ __forceinline__ int sw(int row, int col) { return row * 32 + 4 * ((col / 4) ^ (row % 8)) + col % 4; }
@@ -64,7 +102,11 @@ __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;
 extern "C" __global__ void __launch_bounds__(256, 1)
 {{PREFIX}}_attention_wg(const float *__restrict__ gA, const float *__restrict__ rowdot,
                         const float *__restrict__ query, const float *__restrict__ value,
+#if {{P_TMA}}
+                        const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd,
+#else
                         const float *__restrict__ probs, const float *__restrict__ probs_dropped,
+#endif
                         const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
                         float *__restrict__ gs, float scale) {
     tc::pdl_enter();
@@ -78,6 +120,11 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const int tid = threadIdx.x, w = tid / 128, wt = tid % 128, q = wt / 32, lane = tid % 32, g = lane / 4,
               t = lane % 4;
     float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(sm + OFF_BAR) + w * P_STAGES;
+    if (P_TMA && tid < 2 * P_STAGES) {
+        tc::mbar_init(reinterpret_cast<unsigned long long *>(sm + OFF_BAR) + tid, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
     auto wg_buf = [&](int buf) { return sm + OFF_BUF + (2 * w + buf) * WG_BUF; };
 
     // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
@@ -89,19 +136,20 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     }
 
     // The gA and q rows of this warpgroup for a step, copied into R: pass p
-    // covers row r0 + 16 (p % 2) and floats c0 + 32 (p / 2) .. + 3, which
-    // makes the transposed stores below conflict-free. Addresses are a base
-    // per thread plus constants: the index math is done once.
-    const int r0 = HALF * w + lane / 2, c0 = 4 * (2 * q + lane % 2);
-    const float *ga_base = gA + ((i64)b * kT + r0) * kHid + h * kD + c0, *q_base = query + (head_rows + r0) * kD + c0;
+    // covers tile row r0 + 16 (p % 2) (query row perm of it) and floats
+    // c0 + 32 (p / 2) .. + 3, which makes the transposed stores below
+    // conflict-free. Addresses are a base per thread plus constants: the index
+    // math is done once.
+    const int r0 = HALF * w + lane / 2, c0 = 4 * (2 * q + lane % 2), m0 = HALF * w + perm(lane / 2);
+    const float *ga_base = gA + ((i64)b * kT + m0) * kHid + h * kD + c0, *q_base = query + (head_rows + m0) * kD + c0;
     float4 *R = reinterpret_cast<float4 *>(sm + OFF_R) + w * 8 * 128 + wt;
     auto stage_load = [&](int i0) {
         if (i0 >= kT) return;
         const float *ga = ga_base + (i64)i0 * kHid, *qq = q_base + (i64)i0 * kD;
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-            const int dr = 16 * (p % 2), dc = 32 * (p / 2);
-            const bool ok = i0 + r0 + dr < kT;
+            const int dr = perm(16) * (p % 2), dc = 32 * (p / 2);
+            const bool ok = i0 + m0 + dr < kT;
             tc::cp_async16(R + p * 128, ok ? ga + dr * kHid + dc : gA, ok);
             tc::cp_async16(R + (4 + p) * 128, ok ? qq + dr * kD + dc : query, ok);
         }
@@ -123,6 +171,23 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             }
         }
     };
+#if {{P_TMA}}
+    // P and Pd of this warpgroup's rows of the step at i0 into ring slot
+    // `slot`: four boxes of 8 x 68 each (see the top), asked for by the
+    // warpgroup's first thread, counted in bytes on the slot's barrier.
+    auto load_p = [&](int i0, int slot) {
+        if (i0 >= kT || wt != 0) return;
+        float *dp = ring + slot * 2 * P_TILE;
+        tc::mbar_expect_tx(full + slot, 2 * P_TILE * 4);
+        const i64 r = head_rows + i0 + HALF * w; // the tile's first row of P
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - box_shift(r, a);
+            tc::tma_load_2d(dp + a * 8 * LD_P, &map_p, full + slot, col, row4);
+            tc::tma_load_2d(dp + P_TILE + a * 8 * LD_P, &map_pd, full + slot, col, row4);
+        }
+    };
+#else
     // P and Pd of this warpgroup's rows of the step at i0 into ring slot `slot`;
     // rows at or past T read as zeros (see attention_fused.cu's load_p).
     const int pr = wt / 16, pcol = 4 * (wt % 16); // T % 4 == 0: row pr + 8 p, floats pcol .. + 3
@@ -153,15 +218,16 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             }
         }
     };
+#endif
     // Row sums D_i: lane l loads row 32 w + l of the step; the thread's columns
     // of gPd^T (i = 32 w + 8 n + 2 t + e) take theirs by shuffle.
     float dl;
     auto load_d = [&](int i0) {
-        const int i = i0 + HALF * w + lane;
+        const int i = i0 + HALF * w + perm(lane);
         dl = i < kT ? rowdot[head_rows + i] : 0.f;
     };
-    // gS goes to gs row i0 + 32 w + 8 n + 2 t + e, column j0 + 16 q + g + 8 hh.
-    const i64 gs_base = (head_rows + HALF * w + 2 * t) * GS_LD + j0 + 16 * q + g;
+    // gS goes to gs row i0 + 32 w + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
+    const i64 gs_base = (head_rows + HALF * w + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
     const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
 
     // Prologue. cp.async groups, oldest first: [v] [rows of step 0] [P of
@@ -173,13 +239,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     tc::cp_async_commit();
     stage_load(0);
     tc::cp_async_commit();
+    if (P_TMA) __syncthreads(); // the barriers are initialised
 #pragma unroll
     for (int st = 0; st < P_STAGES - 1; ++st) {
         load_p(st * BI, st);
-        tc::cp_async_commit();
+        if (!P_TMA) tc::cp_async_commit();
     }
     load_d(0);
-    tc::cp_async_wait<P_STAGES - 1>(); // v and the rows of step 0
+    tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v and the rows of step 0
 #pragma unroll
     for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<64, 256>(V + s2 * SUB);
     stage_store(wg_buf(0));
@@ -188,6 +255,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     tc::fence_async_shared();
     __syncthreads(); // v is shared by both warpgroups
 
+    int shift[4]; // s_a of every step's boxes (i0 and 32 w are multiples of 4)
+#pragma unroll
+    for (int a = 0; a < 4; ++a) shift[a] = box_shift(head_rows, a);
     float accV[32], accK[32];
 #pragma unroll
     for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
@@ -195,10 +265,10 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     for (int i0 = 0; i0 < kT; i0 += BI) {
         const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
         const float *B = wg_buf(buf);
-        tc::cp_async_wait<P_STAGES - 1>(); // this step's P and Pd (and older)
+        if (!P_TMA) tc::cp_async_wait<P_STAGES - 1>(); // this step's P and Pd (and older)
         wg_bar(1 + w); // ... and this step's buffers (stored last step) are in place; slot step-1 is read
         load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
-        tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
+        if (!P_TMA) tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
 
         // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
         float acc[16];
@@ -216,12 +286,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         const float *Pt = ring + slot * 2 * P_TILE, *Pdt = Pt + P_TILE;
         float p[4][4], pd[4][4], d[4][2];
         const unsigned rows = (unsigned)(head_rows + HALF * w); // p_shift of row (b, h, i0 + 32 w + r): i0 * T % 4 == 0
+        if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
 #pragma unroll
         for (int n = 0; n < 4; ++n)
 #pragma unroll
             for (int x = 0; x < 4; ++x) {
                 const int r = 8 * n + 2 * t + x % 2, j = 16 * q + g + 8 * (x / 2);
-                const int at = r * LD_P + p_shift(rows + r) + j;
+                const int at = P_TMA ? p_tma_at(perm(r), j, shift[2 * (n / 2) + x % 2]) // box perm(r) % 4
+                                     : r * LD_P + p_shift(rows + r) + j;
                 p[n][x] = Pt[at];
                 pd[n][x] = Pdt[at];
             }
@@ -245,7 +317,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             for (int x = 0; x < 4; ++x) {
                 const int hh = x / 2, e = x % 2;
                 s[x] = keep[hh] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][e]);
-                if (i0 + HALF * w + 8 * n + 2 * t + e < kT && gs_col_ok[hh]) gsp[(8 * n + e) * GS_LD + 8 * hh] = s[x];
+                if (i0 + HALF * w + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
+                    gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[x];
             }
             constexpr int order[4] = {0, 2, 1, 3};
 #pragma unroll
@@ -270,7 +343,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         // The next step's B tiles, in R since the last step, into the other
         // buffer, last read by the previous step's products (done: the wait
         // above); then the rows of the step after it into R.
-        tc::cp_async_wait<1>(); // all but this step's P group
+        tc::cp_async_wait<P_TMA ? 0 : 1>(); // the rows of the next step (not this step's P group)
         if (more) stage_store(wg_buf(buf ^ 1));
         stage_load(i0 + 2 * BI);
         tc::cp_async_commit();

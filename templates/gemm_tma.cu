@@ -18,44 +18,10 @@
 // of row r at c ^ (r % 8)), written so by the TMA (B, A) or by the producer
 // (TA); the raw TA tiles are plain [32, BM]. The TMA fills rows and k past the
 // matrix with zeros. Tensor maps (the plan's `tmap:` arguments, encoded per
-// launch by runtime/launch_edit_attention.c): B over [N, LDB]
-// with a box of 32 x BN, swizzled; A over [M, LDA] with 32 x BM (swizzled) or,
-// TA, over [K, LDA] with BM x 32 (plain).
+// launch by runtime/launch_edit_attention.c; helpers in templates/tma.cu): B
+// over [N, LDB] with a box of 32 x BN, swizzled; A over [M, LDA] with 32 x BM
+// (swizzled) or, TA, over [K, LDA] with BM x 32 (plain).
 namespace tc {
-
-// A CUtensorMap's 128 opaque bytes (cuda.h is not NVRTC's to include): the
-// host encodes it and passes it as a __grid_constant__ parameter.
-struct __align__(64) tma_map {
-    unsigned long long opaque[16];
-};
-
-__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-
-__device__ __forceinline__ void mbar_init(unsigned long long *bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
-}
-// One arrival that also announces `bytes` the TMA will complete on the barrier.
-__device__ __forceinline__ void mbar_expect_tx(unsigned long long *bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned long long *bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-// Waits until the barrier's phase of this parity has completed.
-__device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned parity) {
-    asm volatile("{\n.reg .pred done;\nWAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
-                 "r"(parity)
-                 : "memory");
-}
-// The box of `map` at (c0 inner, c1 outer) into shared memory at dst.
-__device__ __forceinline__ void tma_load_2d(void *dst, const tma_map *map, unsigned long long *bar, int c0, int c1) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                 ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1), "r"(smem_u32(bar))
-                 : "memory");
-}
 
 // d[BN/2] += A (64 x 8, descriptor a) @ B (8 x BN, descriptor b), both K-major.
 template <int BN> __device__ __forceinline__ void wgmma_tf32_ss(float (&d)[BN / 2], unsigned long long a,

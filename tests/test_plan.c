@@ -283,6 +283,27 @@ static void check_tma_product(const kernel_plan *p, const plan_launch *x, const 
     assert_non_null(strstr(p->source, "tc::gemm_tma<"));
 }
 
+/* The attention pass on wgmma reads P and Pd (arguments 4 and 5) as they
+ * are, or (att_tma=1) through tensor maps over [B*16*T/4, 4T]: four rows of P
+ * per map row, which keeps its rows 16-byte aligned at odd T, in boxes of
+ * 8 x 68, not swizzled (templates/attention_wg.cu). */
+static void check_attention_maps(const kernel_plan *p, const plan_launch *x, const attnbwd_shape *s) {
+    const char *names[2] = {"in:attention_probs", "in:attention_probs_dropped"};
+    const int tma = tile(p->tiles, "att_tma") == 1;
+    assert_true(x->n_args == 10);
+    for (int i = 0; i < 2; ++i) {
+        const char *arg = x->args[4 + i];
+        assert_int_equal(!strncmp(arg, "tmap:", 5), tma);
+        assert_string_equal(pointer_of(arg), names[i]);
+        if (!tma) continue;
+        const tmap_arg m = parse_tmap(arg);
+        assert_true(m.rows * 4 == (unsigned long long)(s->batch * 16 * s->seq_len));
+        assert_true(m.cols == (unsigned long long)(4 * s->seq_len) && m.ld == m.cols);
+        assert_true(m.box_rows == 8 && m.box_cols == 68 && m.swizzle == 0);
+    }
+    assert_int_equal(strstr(p->source, "constexpr bool P_TMA = 1;") != NULL, tma);
+}
+
 /* grad_edit_region_bias's 1024 rows of every head are written once: rows
  * past T by bias_zero_rows at the start on a side lane (zero_early=1 with
  * gs_store=1), the rest by bias_grads; else all of them by bias_grads. */
@@ -354,12 +375,15 @@ static void edit_attention_plans(void **state) {
                     const long stages = tile(p.tiles, "p_stages");
                     assert_true(tile(p.tiles, "wg_att") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store") &&
                                 tile(p.tiles, "bj") == 64 && stages == 2);
-                    /* v, two step buffers per warpgroup (gA, gA^T, q^T), the ring, the rows in flight, 1 KiB of alignment. */
-                    const unsigned floats =
-                        (unsigned)(2 * 64 * 32 + 4 * 6 * 32 * 32 + 2 * stages * 2 * 32 * 68 + 2 * 8 * 128 * 4);
+                    /* v, two step buffers per warpgroup (gA, gA^T, q^T), the ring (rows of 68 floats; with
+                     * att_tma a barrier per slot), the rows in flight, 1 KiB of alignment. */
+                    const int tma = tile(p.tiles, "att_tma") == 1;
+                    const unsigned floats = (unsigned)(2 * 64 * 32 + 4 * 6 * 32 * 32 + 2 * stages * 2 * 32 * 68 +
+                                                       2 * 8 * 128 * 4 + (tma ? 2 * stages * 2 : 0));
                     assert_int_equal(x->shared_bytes, 4 * floats + 1024);
                     assert_true(x->shared_bytes <= 227 * 1024);
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
+                    check_attention_maps(&p, x, &s);
                 } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
                     gemms++;
                     assert_true(x->shared_bytes > 48 * 1024); /* cp.async or TMA stages */
