@@ -70,6 +70,19 @@ static const char *to_case(lua_State *L, int t, suite_case *c) {
     c->shape.seq_len = T;
     c->shape.dropout = (int)d;
     if (d && c->p_dropout == 0.0) c->p_dropout = 0.1; /* a dropout kernel needs p > 0 to run */
+    /* precision (edit_attention_bwd): "tf32", "fp32", "fp16", or the attnbwd_precision number the
+     * cases of attnbwd.suite carry; absent: tf32. */
+    lua_getfield(L, t, "precision");
+    const int pt = lua_type(L, -1);
+    const char *prec = pt == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+    lua_Integer pn = pt == LUA_TNUMBER && lua_isinteger(L, -1) ? lua_tointeger(L, -1) : -1;
+    lua_pop(L, 1);
+    if (prec) pn = !strcmp(prec, "tf32") ? 0 : !strcmp(prec, "fp32") ? 1 : !strcmp(prec, "fp16") ? 2 : -1;
+    if (pt != LUA_TNIL && (pn < ATTNBWD_PRECISION_TF32 || pn > ATTNBWD_PRECISION_FP16))
+        return "shape.precision must be \"tf32\", \"fp32\", \"fp16\" or 0, 1, 2";
+    if (pt != LUA_TNIL && c->shape.problem != ATTNBWD_EDIT_ATTENTION_BWD && pn != 0)
+        return "shape.precision is for edit_attention_bwd";
+    c->shape.precision = pt == LUA_TNIL ? 0 : (int)pn;
     c->atol = num_field(L, t, "atol", 1e-5);
     c->rtol = num_field(L, t, "rtol", 1e-5);
     c->match_ratio = num_field(L, t, "match_ratio", 0.99);

@@ -388,6 +388,15 @@ static void test_lua_script(void **state)
                "assert(nok == nil and why:find('does not divide T=17'), why)\n"
                "assert(a.tuning_key(c) == 'softmax_dropout_bwd B=2 H=3 T=17 dropout=1')\n"
                "assert(#a.suite('sol066_workload') == 16)\n"
+               "local e = { problem = 'edit_attention_bwd', batch = 1, heads = 16, seq_len = 17 }\n"
+               "assert(a.candidates(e)[1]:find('precision=0', 1, true))\n"
+               "e.precision = 'fp16'\n"
+               "assert(a.candidates(e)[1]:find('precision=2', 1, true))\n"
+               "e.precision = a.suite('sol072_workload')[1].precision\n"
+               "assert(a.candidates(e)[1]:find('precision=0', 1, true))\n"
+               "e.precision = 'bf16'\n"
+               "local okp, whyp = pcall(a.candidates, e)\n"
+               "assert(not okp and tostring(whyp):find('shape.precision'), tostring(whyp))\n"
                "print('compiled ' .. k.name .. ' ' .. arg[1])\n");
     fclose(f);
     f = fopen(bad, "w");
