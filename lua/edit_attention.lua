@@ -369,10 +369,14 @@ local function new_plan(shape, t)
     p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp(part), out, "i32:" .. cols })
   end
   -- The edit-bias gradients from gS (templates/edit_attention_bwd.cu): one
-  -- bias_grads block per (row, head), then one bias_final block per head.
+  -- bias_grads block per 256 // ct rows of a head (ct threads a row: its T
+  -- columns in fours, whole warps), then one bias_final block per head.
   -- rows: 1024, or T where bias_zero_rows writes the rest.
   function p.bias_sums(gs, rows)
-    p.kernel("bias_grads", { rows or POS, H, 1 }, { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart") })
+    rows = rows or POS
+    local ct = ceil_div(ceil_div(shape.seq_len, 4), 32) * 32
+    p.kernel("bias_grads", { ceil_div(rows, 256 // ct), H, 1 },
+             { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart"), "i32:" .. rows })
     p.kernel("bias_final", { H, 1, 1 }, { p.wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   end
   function p.finish(arch, align)
@@ -631,7 +635,7 @@ local function plan_fused(shape, t, arch)
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })
   end
-  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT })
+  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
   if any_wg then plan.compile_arch = (arch or "sm_90") .. "a" end
   return plan
@@ -698,7 +702,7 @@ local function plan_sequence(shape, t, arch)
 
   p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T })
   p.render("grad_scores.cu", { PREFIX = p.prefix })
-  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT })
+  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
   return p.finish(arch, 4)
 end
 

@@ -8,52 +8,84 @@ constexpr int kHeads = 16, kPos = 1024;
 } // namespace ea
 
 // grad_edit_region_bias[h, i, j] = sum over b of gS (0 outside [:T, :T]), and
-// per block the partial sums of gS * m_i*m_j and gS * (m_i != m_j).
-// Grid (rows, 16): a block owns one row of one head, a thread four adjacent
-// columns, written as one 16-byte store. The output is 64 MiB whatever T is;
-// rows and columns past T are only written: rows past T by this kernel with
-// 1024 rows, or, with T rows (tile zero_early=1), by bias_zero_rows earlier.
+// per row the partial sums of gS * m_i*m_j and gS * (m_i != m_j). The output
+// is 64 MiB whatever T is; rows and columns past T are only written: rows past
+// T here when `rows` is 1024, or, with rows = T (tile zero_early=1), by
+// bias_zero_rows earlier.
+//
+// A row is kCT threads (whole warps), each four adjacent columns as one
+// 16-byte store, and a block kRows rows, so that small T still fills its
+// threads; each thread then sums its columns over the batch in order, eight
+// batch rows' loads in flight at a time: the kernel is a stream of gS, bound
+// by how many loads are in flight. Grid (ceil(rows / kRows), 16).
 namespace ea {
 constexpr bool kVec = kLd % 4 == 0; // gS rows 16-byte aligned
+constexpr int kCT = ((int)(kT + 3) / 4 + 31) / 32 * 32, kRows = 256 / kCT, kUnroll = 8;
+static_assert(kCT <= 256 && kCT % 32 == 0, "a row is whole warps of a block");
 } // namespace ea
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_bias_grads(const float *__restrict__ gs, const float *__restrict__ edit_region_mask,
-                      float *__restrict__ grad_edit_region_bias, float *__restrict__ partials) {
+                      float *__restrict__ grad_edit_region_bias, float *__restrict__ partials, int rows) {
     tc::pdl_enter();
     using namespace ea;
-    __shared__ float scratch[8];
-    const long long h = blockIdx.y, i = blockIdx.x;
-    const int j = 4 * threadIdx.x;
+    __shared__ float warp_sums[2][8];
+    const int ct = threadIdx.x % kCT, rr = threadIdx.x / kCT, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const long long h = blockIdx.y, i = (long long)blockIdx.x * kRows + rr;
+    const bool mine = rr < kRows && i < rows; // threads past kRows * kCT only take part in the barrier
+    const int j = 4 * ct;
     float s[4] = {0.f, 0.f, 0.f, 0.f}, within = 0.f, cross = 0.f;
-    if (i < kT && j < kT) {
-#pragma unroll 4
-        for (long long b = 0; b < kB; ++b) {
-            const float *row = gs + ((b * kHeads + h) * kT + i) * kLd;
-            float v[4];
-            if constexpr (kVec) {
-                const float4 x = *reinterpret_cast<const float4 *>(row + j);
-                v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
-            }
-            const float mi = edit_region_mask[b * kT + i];
+    if (mine && i < kT && j < kT) {
+        const float *col = gs + (h * kT + i) * kLd + j; // + b * 16 * kT * kLd
+        for (long long b0 = 0; b0 < kB; b0 += kUnroll) {
+            float v[kUnroll][4], mi[kUnroll];
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                if (j + e >= kT) break;
-                if constexpr (!kVec) v[e] = row[j + e];
-                const float mj = edit_region_mask[b * kT + j + e];
-                s[e] += v[e];
-                within = fmaf(v[e], mi * mj, within);
-                cross = fmaf(v[e], mi * (1.f - mj) + (1.f - mi) * mj, cross);
+            for (int u = 0; u < kUnroll; ++u) {
+                const long long b = b0 + u;
+                if (b >= kB) break;
+                const float *row = col + b * kHeads * kT * kLd;
+                if constexpr (kVec) {
+                    const float4 x = *reinterpret_cast<const float4 *>(row);
+                    v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) v[u][e] = j + e < kT ? row[e] : 0.f;
+                }
+                mi[u] = edit_region_mask[b * kT + i];
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; ++u) {
+                const long long b = b0 + u;
+                if (b >= kB) break;
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    if (j + e >= kT) break;
+                    const float mj = edit_region_mask[b * kT + j + e];
+                    s[e] += v[u][e];
+                    within = fmaf(v[u][e], mi[u] * mj, within);
+                    cross = fmaf(v[u][e], mi[u] * (1.f - mj) + (1.f - mi[u]) * mj, cross);
+                }
             }
         }
     }
-    *reinterpret_cast<float4 *>(&grad_edit_region_bias[(h * kPos + i) * kPos + j]) = make_float4(s[0], s[1], s[2], s[3]);
-    if (i >= kT) return; // no partial for rows past T: bias_final reads rows < T only
-    within = tc::block_sum(within, scratch);
-    cross = tc::block_sum(cross, scratch);
-    if (threadIdx.x == 0) {
-        const long long p = h * kPos + i;
-        partials[2 * p] = within;
-        partials[2 * p + 1] = cross;
+    if (mine) { // the whole row: the sums, then zeros up to 1024 columns
+        float *out = grad_edit_region_bias + (h * kPos + i) * kPos;
+        *reinterpret_cast<float4 *>(out + j) = make_float4(s[0], s[1], s[2], s[3]);
+        for (int c = j + 4 * kCT; c < kPos; c += 4 * kCT)
+            *reinterpret_cast<float4 *>(out + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    // The row's partials: its warps' sums, in order (bias_final reads rows < T only).
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        within += __shfl_xor_sync(0xffffffffu, within, o);
+        cross += __shfl_xor_sync(0xffffffffu, cross, o);
+    }
+    if (lane == 0) warp_sums[0][warp] = within, warp_sums[1][warp] = cross;
+    __syncthreads();
+    if (mine && ct == 0 && i < kT) {
+        float w = 0.f, c = 0.f;
+        for (int x = rr * kCT / 32; x < (rr + 1) * kCT / 32; ++x) w += warp_sums[0][x], c += warp_sums[1][x];
+        partials[2 * (h * kPos + i)] = w;
+        partials[2 * (h * kPos + i) + 1] = c;
     }
 }
 

@@ -316,7 +316,11 @@ static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
         if (strstr(p->launches[i].name, "_bias_grads")) grads = i;
     }
     assert_true(grads >= 0);
-    assert_int_equal(p->launches[grads].grid[0], early ? (unsigned)s->seq_len : 1024u);
+    /* bias_grads: rows of ct threads (T's columns in fours, whole warps), 256 / ct rows a block. */
+    const unsigned rows = early ? (unsigned)s->seq_len : 1024u, ct = ((unsigned)(s->seq_len + 3) / 4 + 31) / 32 * 32;
+    assert_int_equal(p->launches[grads].n_args, 5);
+    assert_int_equal(strtol(p->launches[grads].args[4] + 4, NULL, 10), rows);
+    assert_int_equal(p->launches[grads].grid[0], (rows + 256 / ct - 1) / (256 / ct));
     assert_int_equal(p->launches[grads].grid[1], 16);
     if (!early) {
         assert_int_equal(zero, -1);
