@@ -97,8 +97,9 @@ function M.heuristic(shape, arch)
   t.tma = t.wg -- and the projection products fed by the TMA
   -- P and Pd into the wgmma attention pass by the TMA where T % 4 ~= 0: there
   -- its 16-byte copies start before each row (p_shift) and the TMA was 0.8-2.4%
-  -- faster on all 7 such public workloads; where T % 4 == 0, 1-4% slower on 6
-  -- of 9 (docs/benchmarks.md, 2026-12-03, sixth session).
+  -- faster on 6 of the 7 such public workloads (B=1,T=373 within the noise);
+  -- where T % 4 == 0 it was slower on all 9, 1.1-4.0% on six (docs/benchmarks.md,
+  -- 2026-12-03, sixth session).
   t.att_tma = (t.wg == 1 and shape.seq_len % 4 ~= 0) and 1 or 0
   t.zero_early = 1 -- grad_edit_region_bias's rows past T written at the start
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
