@@ -71,11 +71,12 @@ static_assert(kB * kHeads * kT / 4 < (1ll << 31) && 4 * kT + BJ < (1ll << 31), "
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
-// Where element 0 of global row `row` of P sits in its ring row: (row * T) mod
-// 4, which the low 32 bits of the product give.
-__device__ __forceinline__ int p_shift(i64 row) {
-    return P_SHIFT ? (int)(((unsigned)row * (unsigned)kT) & 3u) : 0;
-}
+// How far global row `row` of P starts past a 16-byte boundary, in floats:
+// (row * T) mod 4, which the low 32 bits of the product give. Both ways of
+// loading P copy a row from the boundary before it and read it shifted by this.
+__device__ __forceinline__ int row_shift(i64 row) { return (int)(((unsigned)row * (unsigned)kT) & 3u); }
+// Where element 0 of row `row` sits in its cp.async ring row.
+__device__ __forceinline__ int p_shift(i64 row) { return P_SHIFT ? row_shift(row) : 0; }
 // The step's query row (0..31 of a warpgroup's) of accumulator column c =
 // 8 n + 2 t + e: c itself, or (P_TMA) 8 t + 4 (n % 2) + 2 (n / 2) + e, which
 // is row 2 t + n % 2 of box a = 2 (n / 2) + e (see the top). perm(c + 16) =
@@ -85,11 +86,8 @@ __device__ __forceinline__ constexpr int perm(int c) {
     return P_TMA ? 8 * ((c >> 1) & 3) + 4 * ((c >> 3) & 1) + 2 * (c >> 4) + (c & 1) : c;
 }
 // Float offset of (query row m, key j) in a TMA ring tile: box m % 4, its row
-// m / 4, shifted by the box's s_a.
+// m / 4, shifted by the box's s_a (row_shift of its first row: j0 is a multiple of 4).
 __device__ __forceinline__ int p_tma_at(int m, int j, int shift) { return (m & 3) * 8 * LD_P + (m >> 2) * LD_P + j + shift; }
-// s_a of box a (see the top) when the tile's first row of P is r: how far
-// before a 16-byte boundary row r + a's key j0 (a multiple of 4) lies.
-__device__ __forceinline__ int box_shift(i64 r, int a) { return (int)((((unsigned)r + a) & 3u) * ((unsigned)kT & 3u) & 3u); }
 // Column of accumulator column c (0..31 of a warpgroup's) in GAT and QT.
 __device__ __forceinline__ int ipos(int i) { return (i & ~7) | ((i & 1) << 2) | ((i & 7) >> 1); }
 // Float offset of (row, col) in a K-major 128-byte-swizzled tile.
@@ -123,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     unsigned long long *full = reinterpret_cast<unsigned long long *>(sm + OFF_BAR) + w * P_STAGES;
     if (P_TMA && tid < 2 * P_STAGES) {
         tc::mbar_init(reinterpret_cast<unsigned long long *>(sm + OFF_BAR) + tid, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        tc::mbar_init_fence();
     }
     auto wg_buf = [&](int buf) { return sm + OFF_BUF + (2 * w + buf) * WG_BUF; };
 
@@ -182,7 +180,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         const i64 r = head_rows + i0 + HALF * w; // the tile's first row of P
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
-            const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - box_shift(r, a);
+            const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - row_shift(r + a);
             tc::tma_load_2d(dp + a * 8 * LD_P, &map_p, full + slot, col, row4);
             tc::tma_load_2d(dp + P_TILE + a * 8 * LD_P, &map_pd, full + slot, col, row4);
         }
@@ -257,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 
     int shift[4]; // s_a of every step's boxes (i0 and 32 w are multiples of 4)
 #pragma unroll
-    for (int a = 0; a < 4; ++a) shift[a] = box_shift(head_rows, a);
+    for (int a = 0; a < 4; ++a) shift[a] = row_shift(head_rows + a);
     float accV[32], accK[32];
 #pragma unroll
     for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;

@@ -61,7 +61,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             mbar_init(&empty[s], NC * 4); // each consumer warp
         }
         for (int r = 0; r < RAW; ++r) mbar_init(&raw_free[r], TMA_PREP_THREADS);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 
