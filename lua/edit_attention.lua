@@ -466,7 +466,8 @@ local function plan_fused(shape, t, arch)
   p.render("gemm_tc.cu", {})
   if any_wg then
     p.render("gemm_wg.cu", {})
-    if t.tma == 1 or att_tma then p.render("tma.cu", {}) end
+    -- the attention pass names the mbarrier helpers even where P_TMA leaves them unused
+    if t.tma == 1 or att_wg then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
     p.render("transpose.cu", { PREFIX = p.prefix })
   end

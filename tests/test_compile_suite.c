@@ -105,6 +105,9 @@ static void edit_attention_suite_compiles(void **state) {
      * memory where the products run on wgmma (B=64,T=128). */
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "wg_gq=0 pdl=2", &k), ATTNBWD_OK);
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &shapes[0], "a_smem=1", &k), ATTNBWD_OK);
+    /* The wgmma products without the TMA beside the attention pass on wgmma, which names the
+     * mbarrier helpers of templates/tma.cu either way. */
+    assert_int_equal(attnbwd_get_kernel_tiles(ctx, &shapes[0], "tma=0", &k), ATTNBWD_OK);
     /* The attention pass on mma.sync where it would run on wgmma (the public shapes above compile it on wgmma). */
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "wg_att=0", &k), ATTNBWD_OK);
     /* Argument checks come before any launch. */
