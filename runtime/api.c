@@ -248,6 +248,13 @@ static char *make_manifest(const attnbwd_ctx *ctx, const kernel_plan *p, const c
     return m;
 }
 
+/* A ptxas performance warning of a module that compiled, as a warning of
+ * ours (the line names the function). */
+static void warn_performance(const char *line, int len, void *user) {
+    const attnbwd_ctx *ctx = user;
+    log_line(&ctx->log, ATTNBWD_LOG_WARN, "ptxas: %.*s", len, line);
+}
+
 /* Finds the cubin in the disk cache or compiles it, under the per-key lock
  * so that two processes missing the same key compile it once. */
 static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *manifest,
@@ -266,6 +273,8 @@ static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const
     nvrtc_result r;
     attnbwd_status s = nvrtc_compile(k->plan.source, k->plan.name, k->arch, &r);
     if (s == ATTNBWD_OK) {
+        /* The kernel works, but slower than its source means: say so. */
+        nvrtc_performance_warnings(r.log, warn_performance, ctx);
         k->cubin = r.cubin;
         k->cubin_len = r.cubin_len;
         r.cubin = NULL;

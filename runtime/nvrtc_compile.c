@@ -29,6 +29,9 @@ static int build_options(const char *arch, char opts[][64], int max) {
     snprintf(opts[n++], 64, "--fmad=true");
     snprintf(opts[n++], 64, "--prec-div=true");
     snprintf(opts[n++], 64, "--prec-sqrt=true");
+    /* ptxas's report into the log: its performance warnings (wgmma serialized,
+     * spills) are passed on as warnings (nvrtc_performance_warnings). */
+    snprintf(opts[n++], 64, "--ptxas-options=-v");
     (void)max;
     return n;
 }
@@ -123,6 +126,17 @@ cleanup:
         out->cubin_len = 0;
     }
     return status;
+}
+
+int nvrtc_performance_warnings(const char *log, void (*each)(const char *line, int len, void *user), void *user) {
+    int n = 0;
+    for (const char *p = log ? strstr(log, "Potential Performance Loss") : NULL; p;
+         p = strstr(p + 1, "Potential Performance Loss")) {
+        const char *end = strchr(p, '\n');
+        if (each) each(p, end ? (int)(end - p) : (int)strlen(p), user);
+        ++n;
+    }
+    return n;
 }
 
 void nvrtc_result_free(nvrtc_result *r) {

@@ -183,7 +183,11 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
 
     const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
-    const int ktiles = (int)((kend - kbeg + 31) / 32);
+    // Whole pairs of k tiles, the last one past K (zeros) where the count is
+    // odd: an odd tile after the pairs, on the register set the pair before
+    // had used, made ptxas serialize every wgmma of the kernel (warning C7513;
+    // gQ's kernel had it at B=64,T=128 and five more public shapes).
+    const int ktiles = (int)((kend - kbeg + 63) / 64) * 2;
     const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wrow = wg * 64 + (threadIdx.x % 128) / 32 * 16; // this warp's 16 rows of the block tile
 
@@ -243,12 +247,10 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
         if (s < ktiles) load(s, s);
         cp_async_commit();
     }
-    int kt = 0;
-    for (; kt + 1 < ktiles; kt += 2) {
+    for (int kt = 0; kt < ktiles; kt += 2) { // ktiles is even
         step(kt, af[0]);
         step(kt + 1, af[1]);
     }
-    if (kt < ktiles) step(kt, af[0]);
     wg_wait<0>();
     cp_async_wait<0>();
 

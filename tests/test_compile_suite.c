@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "nvrtc_compile.h"
 #include "suite.h"
 #include "test_util.h"
 
@@ -32,6 +33,7 @@ static void public_suite_compiles_then_hits(void **state) {
     if (attnbwd_prewarm(ctx, shapes, total, 0, NULL, NULL, &sum) != ATTNBWD_OK)
         fail_msg("prewarm: %s", attnbwd_last_error());
     assert_int_equal(sum.compiled, total);
+    if (lc.warn) fail_msg("%d warnings compiling the suite, the last: %s", lc.warn, lc.last);
     for (size_t i = 0; i < total; ++i) {
         attnbwd_kernel *k = NULL;
         assert_int_equal(attnbwd_get_kernel(ctx, &shapes[i], &k), ATTNBWD_OK);
@@ -77,6 +79,9 @@ static void edit_attention_suite_compiles(void **state) {
     if (attnbwd_prewarm(ctx, shapes, total, 0, NULL, NULL, &sum) != ATTNBWD_OK)
         fail_msg("prewarm: %s", attnbwd_last_error());
     assert_int_equal(sum.compiled, total);
+    /* ptxas reported no performance loss (serialized wgmmas, registers it
+     * could not give) in any of them; each would be a warning. */
+    if (lc.warn) fail_msg("%d warnings compiling the suite, the last: %s", lc.warn, lc.last);
     for (size_t i = 0; i < total; ++i) {
         assert_int_equal(attnbwd_get_kernel(ctx, &shapes[i], &k), ATTNBWD_OK);
         /* The large TF32 products run on wgmma, which NVRTC builds for sm_90a only
@@ -124,8 +129,30 @@ static void edit_attention_suite_compiles(void **state) {
     free(cases);
 }
 
+/* ptxas's performance warnings are picked out of an NVRTC log, line by line. */
+static int seen_lines;
+static void count_line(const char *line, int len, void *user) {
+    (void)user;
+    assert_true(len > 0 && strncmp(line, "Potential Performance Loss", 26) == 0 && !memchr(line, '\n', (size_t)len));
+    ++seen_lines;
+}
+static void performance_warnings_are_found(void **state) {
+    (void)state;
+    const char *log = "ptxas info    : Used 168 registers\n"
+                      "ptxas info    : (C7513) Potential Performance Loss: wgmma.mma_async instructions are "
+                      "serialized in the function 'f'\n"
+                      "ptxas info    : 0 bytes gmem\n"
+                      "ptxas info    : (C7507) Potential Performance Loss: 'setmaxnreg' ignored";
+    seen_lines = 0;
+    assert_int_equal(nvrtc_performance_warnings(log, count_line, NULL), 2);
+    assert_int_equal(seen_lines, 2);
+    assert_int_equal(nvrtc_performance_warnings("ptxas info    : Used 40 registers\n", count_line, NULL), 0);
+    assert_int_equal(nvrtc_performance_warnings(NULL, NULL, NULL), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(public_suite_compiles_then_hits),
-                                       cmocka_unit_test(edit_attention_suite_compiles)};
+                                       cmocka_unit_test(edit_attention_suite_compiles),
+                                       cmocka_unit_test(performance_warnings_are_found)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
