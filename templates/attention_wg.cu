@@ -253,6 +253,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     tc::fence_async_shared();
     __syncthreads(); // v is shared by both warpgroups
 
+    // Descriptors of v_j and of this warpgroup's buffer 0; buffer 1 is WG_BUF floats on.
+    const unsigned long long dV = tc::wg_desc(V), dB0 = tc::wg_desc(wg_buf(0));
     int shift[4]; // s_a of every step's boxes (i0 and 32 w are multiples of 4)
 #pragma unroll
     for (int a = 0; a < 4; ++a) shift[a] = row_shift(head_rows + a);
@@ -262,7 +264,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 
     for (int i0 = 0; i0 < kT; i0 += BI) {
         const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
-        const float *B = wg_buf(buf);
+        const unsigned long long dB = tc::wg_desc_at(dB0, buf * WG_BUF);
         if (!P_TMA) tc::cp_async_wait<P_STAGES - 1>(); // this step's P and Pd (and older)
         wg_bar(1 + w); // ... and this step's buffers (stored last step) are in place; slot step-1 is read
         load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
@@ -275,8 +277,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::wg_fence();
 #pragma unroll
         for (int ks = 0; ks < 8; ++ks)
-            tc::wgmma_n32_tf32_ss(acc, tc::wg_desc(V + (ks / 4) * SUB + 8 * (ks % 4)),
-                         tc::wg_desc(B + GA + (ks / 4) * HALF * 32 + 8 * (ks % 4)));
+            tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * SUB + 8 * (ks % 4)),
+                                  tc::wg_desc_at(dB, GA + (ks / 4) * HALF * 32 + 8 * (ks % 4)));
         tc::wg_commit();
 
         // While the tensor cores run: this step's P, Pd at this thread's (i, j),
@@ -333,8 +335,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::wg_fence();
 #pragma unroll
         for (int n = 0; n < 4; ++n) {
-            tc::wgmma_n64_tf32(accV, fpd[n], tc::wg_desc(B + GAT + 8 * n));
-            tc::wgmma_n64_tf32(accK, fs[n], tc::wg_desc(B + QT + 8 * n));
+            tc::wgmma_n64_tf32(accV, fpd[n], tc::wg_desc_at(dB, GAT + 8 * n));
+            tc::wgmma_n64_tf32(accK, fs[n], tc::wg_desc_at(dB, QT + 8 * n));
         }
         tc::wg_commit();
 

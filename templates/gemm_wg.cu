@@ -40,6 +40,14 @@ __device__ __forceinline__ unsigned long long wg_desc(const float *tile) {
     return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
 
+// The descriptor of the tile `floats` (a multiple of 4) past the one of d:
+// the start address is bits 0-13 in 16-byte units, and shared memory ends
+// below 2^18 bytes, so the add never carries out of them. One add where
+// wg_desc would take a conversion, shifts and masks per wgmma.
+__device__ __forceinline__ unsigned long long wg_desc_at(unsigned long long d, int floats) {
+    return d + (unsigned long long)(floats / 4);
+}
+
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wg_wait() {
