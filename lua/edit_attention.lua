@@ -95,6 +95,11 @@ function M.heuristic(shape, arch)
   t.wg_gq = t.wg -- gQ on wgmma wherever the products may be
   t.wg_att = t.wg -- the attention pass too
   t.tma = t.wg -- and the projection products fed by the TMA
+  -- Their B transposed with 16-byte loads and stores (tr_vec=1): each
+  -- transpose 2-35% faster alone; the whole backward 1.2% and 0.4% faster in
+  -- geomean in two A/B runs, slower in both at B=1,T=373 and B=32,T=773 (1-4%)
+  -- (docs/benchmarks.md, 2026-12-03, seventh session).
+  t.tr_vec = 1
   -- P and Pd into the wgmma attention pass by the TMA where T % 4 ~= 0: there
   -- its 16-byte copies start before each row (p_shift) and the TMA was 0.8-2.4%
   -- faster on 6 of the 7 such public workloads (B=1,T=373 within the noise);
@@ -149,6 +154,9 @@ function M.validate(shape, t, arch)
     return "zero_early must be 0 or 1 (grad_edit_region_bias's rows past T written at the start, where gs_store=1)"
   end
   if t.tma ~= 0 and t.tma ~= 1 then return "tma must be 0 or 1 (the wgmma products fed by the TMA, where wg=1)" end
+  if t.tr_vec ~= 0 and t.tr_vec ~= 1 then
+    return "tr_vec must be 0 or 1 (the transposes of B with 16-byte loads and stores, where wg=1)"
+  end
   if t.att_tma ~= 0 and t.att_tma ~= 1 then
     return "att_tma must be 0 or 1 (P and Pd copied by the TMA in the attention pass on wgmma, where wg_att=1)"
   end
@@ -214,6 +222,9 @@ function M.candidates(shape)
     add(t)
     t = M.heuristic(shape)
     t.tma = 0 -- the wgmma products with every thread copying (templates/gemm_wg.cu)
+    add(t)
+    t = M.heuristic(shape)
+    t.tr_vec = 1 - t.tr_vec -- the transposes of B with 16-byte or 4-byte accesses
     add(t)
     t = M.heuristic(shape)
     t.att_tma = 1 - t.att_tma -- P and Pd by the TMA, or by every thread of the attention pass (cp.async)
@@ -469,7 +480,7 @@ local function plan_fused(shape, t, arch)
     -- the attention pass names the mbarrier helpers even where P_TMA leaves them unused
     if t.tma == 1 or att_wg then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
-    p.render("transpose.cu", { PREFIX = p.prefix })
+    p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })
   end
   -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
   -- rounded (templates/transpose.cu); nothing for an mma.sync product.
