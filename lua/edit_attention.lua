@@ -436,11 +436,12 @@ local function plan_fused(shape, t, arch)
       local w = M.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw)
       local fed = t.tma == 1 and M.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch))
       if fed and fed.time < w.time then w = fed end
-      -- The transpose, as measured (2.6 TB/s, 12 us at 4 MB); a quarter of it
+      -- The transpose, as measured with tr_vec=1 (8.1 us at 4 MB, 13.7 at 12,
+      -- 27.8 at 32: 2.86 TB/s after 5.3 us; it was 2.6 TB/s after 9 us); a quarter of it
       -- where it runs on a side lane long before the product (qkv_weight for
       -- grad_hidden, hidden_states for grad_qkv_weight, both at the start):
       -- it only takes bandwidth from the others then.
-      local transpose = 2 * g.n * g.k * 4 / 2.6e12 + 9e-6
+      local transpose = 2 * g.n * g.k * 4 / 2.86e12 + 5.3e-6
       w.time = w.time + (g.b_early and 0.25 or 1) * transpose
       if w.time < g.choice.time then g.choice, g.kp = w, ceil_div(g.k, 4) * 4 end
     end
