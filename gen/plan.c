@@ -193,6 +193,31 @@ static attnbwd_status check_events(kernel_plan *p) {
     return ATTNBWD_OK;
 }
 
+/* Optional lane_priority = { lane 0's, lane 1's, ... }: 0 (the least), 1 or 2
+ * (the greatest), one per lane at most; lanes it leaves out: lane 0 2, others 0. */
+static attnbwd_status read_lane_priority(lua_State *L, int t, kernel_plan *p) {
+    p->lane_priority[0] = 2;
+    lua_getfield(L, t, "lane_priority");
+    attnbwd_status s = ATTNBWD_OK;
+    if (!lua_isnil(L, -1)) {
+        int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
+        if (n < 0 || n > PLAN_MAX_LANES)
+            s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() lane_priority must be a list of at most %d levels", PLAN_MAX_LANES);
+        for (int i = 0; s == ATTNBWD_OK && i < n; ++i) {
+            lua_rawgeti(L, -1, i + 1);
+            int isnum;
+            lua_Integer v = lua_tointegerx(L, -1, &isnum);
+            lua_pop(L, 1);
+            if (!isnum || v < 0 || v > 2)
+                s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() lane_priority[%d] must be 0 (least), 1 or 2 (greatest)", i + 1);
+            else
+                p->lane_priority[i] = (int)v;
+        }
+    }
+    lua_pop(L, 1);
+    return s;
+}
+
 static attnbwd_status read_launches(lua_State *L, int t, kernel_plan *p) {
     lua_getfield(L, t, "launches");
     if (lua_isnil(L, -1)) {
@@ -214,6 +239,7 @@ static attnbwd_status read_launches(lua_State *L, int t, kernel_plan *p) {
     }
     lua_pop(L, 1);
     if (s == ATTNBWD_OK) s = check_events(p);
+    if (s == ATTNBWD_OK) s = read_lane_priority(L, t, p);
     lua_getfield(L, t, "workspace_bytes");
     int isnum;
     lua_Integer ws = lua_tointegerx(L, -1, &isnum);

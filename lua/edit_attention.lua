@@ -107,6 +107,7 @@ function M.heuristic(shape, arch)
   -- 2026-12-03, sixth session).
   t.att_tma = (t.wg == 1 and shape.seq_len % 4 ~= 0) and 1 or 0
   t.zero_early = 1 -- grad_edit_region_bias's rows past T written at the start
+  t.lane_pri = 0
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -159,6 +160,9 @@ function M.validate(shape, t, arch)
   end
   if t.att_tma ~= 0 and t.att_tma ~= 1 then
     return "att_tma must be 0 or 1 (P and Pd copied by the TMA in the attention pass on wgmma, where wg_att=1)"
+  end
+  if t.lane_pri ~= 0 and t.lane_pri ~= 1 and t.lane_pri ~= 2 then
+    return "lane_pri must be 0, 1 or 2 (lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest)"
   end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
@@ -233,6 +237,11 @@ function M.candidates(shape)
   local late = M.heuristic(shape) -- all of grad_edit_region_bias written after the attention pass
   late.zero_early = 0
   add(late)
+  for _, level in ipairs { 0, 1, 2 } do -- lane 2's priority
+    local pri = M.heuristic(shape)
+    pri.lane_pri = level
+    add(pri)
+  end
   local serial = M.heuristic(shape) -- each kernel placed only after the one before it ends
   serial.pdl = 0
   add(serial)
@@ -399,6 +408,10 @@ local function new_plan(shape, t)
       launches = p.launches,
       workspace_bytes = p.ws_bytes,
       align = align,
+      -- Each lane's stream: lane 0 (the chain) at the greatest priority (2),
+      -- lane 1 the least (0); lane 2 (grad_qkv_weight, the last kernel on most
+      -- small workloads) at lane_pri: above 0, its blocks go before the bias sums'.
+      lane_priority = { 2, 0, t.lane_pri },
     }
   end
   return p

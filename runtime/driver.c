@@ -252,7 +252,7 @@ cleanup:
     return status;
 }
 
-attnbwd_status drv_stream_create(drv_device *dev, int high_priority, void **stream) {
+attnbwd_status drv_stream_create(drv_device *dev, int level, void **stream) {
     attnbwd_status status = ATTNBWD_OK;
     CUstream st = NULL;
     *stream = NULL;
@@ -262,7 +262,9 @@ attnbwd_status drv_stream_create(drv_device *dev, int high_priority, void **stre
     CU_CHECK(p_cuCtxGetStreamPriorityRange(&least, &greatest));
     /* Non-blocking: no implicit order with the legacy default stream; the
      * plan's events give the only order these streams need. */
-    CU_CHECK(p_cuStreamCreateWithPriority(&st, CU_STREAM_NON_BLOCKING, high_priority ? greatest : least));
+    /* level 2: the greatest priority (numerically the least), 0: the least, 1: halfway. */
+    const int priority = level >= 2 ? greatest : level <= 0 ? least : least + (greatest - least) / 2;
+    CU_CHECK(p_cuStreamCreateWithPriority(&st, CU_STREAM_NON_BLOCKING, priority));
     *stream = st;
 cleanup:
     leave(pushed);

@@ -53,8 +53,9 @@ attnbwd_status drv_tensor_map_2d(void *map, const void *base, uint64_t rows, uin
 
 /* The library's own streams and events (problem 2 runs independent kernels
  * side by side on streams forked from the caller's). drv_stream_create: a
- * non-blocking stream of the greatest priority, or of the default (least). */
-attnbwd_status drv_stream_create(drv_device *dev, int high_priority, void **stream);
+ * non-blocking stream at priority level 2 (the greatest), 1 (halfway) or 0
+ * (the least, the default). */
+attnbwd_status drv_stream_create(drv_device *dev, int level, void **stream);
 void drv_stream_destroy(drv_device *dev, void *stream);
 attnbwd_status drv_event_create(drv_device *dev, void **event);
 void drv_event_destroy(drv_device *dev, void *event);

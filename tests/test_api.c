@@ -358,36 +358,43 @@ static void lua_error_has_traceback(void **state) {
     free(dir);
 }
 
+/* Scripts for ATTNBWD_LUA_DIR where lua/<file> (a problem's script, which
+ * ends with `return M`) wraps its M.plan: `set` is Lua run on the plan k
+ * before it is returned. (No single quotes: broken_scripts passes the text
+ * through a shell.) */
+static char *plan_wrapped_scripts(const char *file, const char *set) {
+    char code[512], rel[64];
+    snprintf(code, sizeof code,
+             "\nlocal plan0 = M.plan\nfunction M.plan(...) local k = plan0(...); %s; return k end\nreturn M\n", set);
+    snprintf(rel, sizeof rel, "lua/%s", file);
+    char *dir = broken_scripts(rel, code);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    FILE *f = fopen(path, "r+");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    char *text = calloc((size_t)len + 1, 1);
+    fseek(f, 0, SEEK_SET);
+    assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
+    char *first = strstr(text, "\nreturn M\n"); /* the original's: turned into a comment, the wrapper's takes over */
+    assert_non_null(first);
+    memcpy(first + 1, "--", 2);
+    fseek(f, 0, SEEK_SET);
+    assert_int_equal(fwrite(text, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    free(text);
+    return dir;
+}
+
 /* A plan may ask NVRTC for the arch-specific variant of the device's
  * architecture (sm_90 -> sm_90a, as the wgmma products do), and for nothing
  * else: the options and the kernel's arch say which it got. */
 static void compile_arch_is_checked(void **state) {
     (void)state;
     for (int ok = 0; ok < 2; ++ok) {
-        char code[256];
-        snprintf(code, sizeof code,
-                 "\nlocal plan0 = M.plan\nfunction M.plan(...) local k = plan0(...); k.compile_arch = \"%s\"; return k end\n"
-                 "return M\n",
-                 ok ? "sm_90a" : "sm_80a");
-        /* softmax_dropout.lua ends with `return M`: that one becomes a comment and the
-         * wrapper's takes over. (No single quotes: broken_scripts passes the text through a shell.) */
-        char *dir = broken_scripts("lua/softmax_dropout.lua", code);
-        char path[4200];
-        snprintf(path, sizeof path, "%s/lua/softmax_dropout.lua", dir);
-        FILE *f = fopen(path, "r+");
-        assert_non_null(f);
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        char *text = calloc((size_t)len + 1, 1);
-        fseek(f, 0, SEEK_SET);
-        assert_int_equal(fread(text, 1, (size_t)len, f), (size_t)len);
-        char *first = strstr(text, "\nreturn M\n"); /* the original's: turned into a comment */
-        assert_non_null(first);
-        memcpy(first + 1, "--", 2);
-        fseek(f, 0, SEEK_SET);
-        assert_int_equal(fwrite(text, 1, (size_t)len, f), (size_t)len);
-        fclose(f);
-        free(text);
+        char *dir = plan_wrapped_scripts("softmax_dropout.lua",
+                                         ok ? "k.compile_arch = \"sm_90a\"" : "k.compile_arch = \"sm_80a\"");
         setenv("ATTNBWD_LUA_DIR", dir, 1);
         log_counts lc = {0};
         attnbwd_ctx *ctx = test_open(NULL, &lc);
@@ -401,6 +408,30 @@ static void compile_arch_is_checked(void **state) {
             assert_int_equal(attnbwd_kernel_get_info(k, &info), ATTNBWD_OK);
             assert_string_equal(info.arch, "sm_90a");
         }
+        attnbwd_close(ctx);
+        unsetenv("ATTNBWD_LUA_DIR");
+        test_rmtree(dir);
+        free(dir);
+    }
+}
+
+/* A plan's lane priorities are levels 0..2, one per lane at most: others are
+ * refused with the reason before anything is compiled. */
+static void lane_priority_is_checked(void **state) {
+    (void)state;
+    const char *bad[] = {"k.lane_priority = { 2, 0, 3 }", "k.lane_priority = { 2, 0, 1, 0, 0 }",
+                         "k.lane_priority = 1"};
+    const char *why[] = {"lane_priority[3] must be 0 (least), 1 or 2 (greatest)", "at most 4 levels",
+                         "at most 4 levels"};
+    for (int i = 0; i < 3; ++i) {
+        char *dir = plan_wrapped_scripts("edit_attention.lua", bad[i]);
+        setenv("ATTNBWD_LUA_DIR", dir, 1);
+        log_counts lc = {0};
+        attnbwd_ctx *ctx = test_open(NULL, &lc);
+        attnbwd_shape s = test_shape(1, 16, 64, 1);
+        s.problem = ATTNBWD_EDIT_ATTENTION_BWD;
+        attnbwd_kernel *k = NULL;
+        EXPECT_STATUS(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_ERR_LUA, why[i]);
         attnbwd_close(ctx);
         unsetenv("ATTNBWD_LUA_DIR");
         test_rmtree(dir);
@@ -511,6 +542,7 @@ int main(void) {
         cmocka_unit_test(compile_error_reports_log_and_source),
         cmocka_unit_test(lua_error_has_traceback),
         cmocka_unit_test(compile_arch_is_checked),
+        cmocka_unit_test(lane_priority_is_checked),
         cmocka_unit_test(dump_dir_gets_every_artifact),
         cmocka_unit_test(tuning_tables),
     };

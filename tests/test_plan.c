@@ -500,6 +500,19 @@ static void edit_attention_fits_smaller_devices(void **state) {
     assert_non_null(strstr(p.source, "#define ATTNBWD_PDL_EARLY 1"));
     kernel_plan_free(&p);
     assert_int_equal(gen_plan(g, &s, "sm_90", "pdl=3", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    /* The lanes' stream priorities come from the plan: lane 0 the greatest, lane 1 the least, lane 2 at lane_pri. */
+    for (int level = 0; level <= 2; ++level) {
+        char tiles[32];
+        snprintf(tiles, sizeof tiles, "lane_pri=%d", level);
+        assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
+        assert_int_equal(p.n_lanes, 3);
+        assert_int_equal(p.lane_priority[0], 2);
+        assert_int_equal(p.lane_priority[1], 0);
+        assert_int_equal(p.lane_priority[2], level);
+        kernel_plan_free(&p);
+    }
+    assert_int_equal(gen_plan(g, &s, "sm_90", "lane_pri=3", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "lane_pri must be 0, 1 or 2"));
     attnbwd_shape fp32 = s;
     fp32.precision = ATTNBWD_PRECISION_FP32;
     assert_int_equal(gen_plan(g, &fp32, "sm_90", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
