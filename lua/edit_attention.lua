@@ -574,7 +574,7 @@ local function plan_fused(shape, t, arch)
   end
   p.on(0)
   if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
-    p.kernel("rowdot", { ceil_div(BT * H * 32, 256), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") })
+    p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") }) -- 32 units a block
   end
   if t.gs_store == 0 then -- the red.add targets start at zero
     p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },

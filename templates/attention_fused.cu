@@ -325,17 +325,30 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
 #endif
 
 // D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] over the 64 dims of the
-// head: one warp per (b, i, h).
+// head, for the units w = (b * T + i) * 16 + h: a half-warp per unit, 16 bytes
+// a lane, two adjacent units per half-warp with all four loads issued first
+// (a stream of 2 B T 4 KiB, bound by the loads in flight).
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_rowdot(const float *__restrict__ gA, const float *__restrict__ attention_output, float *__restrict__ rowdot) {
     tc::pdl_enter();
     using namespace fa;
-    const i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    if (w >= kB * kT * kHeads) return;
-    const float2 x = *reinterpret_cast<const float2 *>(gA + w * kD + 2 * lane);
-    const float2 y = *reinterpret_cast<const float2 *>(attention_output + w * kD + 2 * lane);
-    tc::store_head_dot(x, y, w, kT, rowdot);
+    constexpr int kUnits = 2;
+    const i64 w0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) / 16 * kUnits;
+    const int l = threadIdx.x % 16;
+    float4 x[kUnits], y[kUnits];
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+        const bool ok = w0 + u < kB * kT * kHeads; // past the end: zeros, and the lanes still shuffle
+        x[u] = ok ? *reinterpret_cast<const float4 *>(gA + (w0 + u) * kD + 4 * l) : make_float4(0.f, 0.f, 0.f, 0.f);
+        y[u] = ok ? *reinterpret_cast<const float4 *>(attention_output + (w0 + u) * kD + 4 * l)
+                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+        const float s = tc::head_dot4(x[u], y[u]);
+        const i64 w = w0 + u, b = w / (kT * 16), i = (w / 16) % kT, h = w % 16;
+        if (l == 0 && w < kB * kT * kHeads) rowdot[(b * 16 + h) * kT + i] = s;
+    }
 }
 
 // Zeros in `cols` (a multiple of 4) columns of `rows` rows with leading dimension ld.

@@ -179,6 +179,21 @@ __device__ __forceinline__ void store_head_dot(float2 x, float2 y, i64 w, i64 T,
     if (threadIdx.x % 32 == 0) rowdot[(b * 16 + h) * T + i] = s;
 }
 
+// The same dot from 16 lanes of four columns each (x of gA, y of
+// attention_output, lane l of its half-warp columns 4 l .. 4 l + 3): the sum
+// store_head_dot's lanes 2 l and 2 l + 1 would hold, added in its order (its
+// shuffle by 16 is one by 8 here, ..., by 2 one by 1, by 1 the add of the
+// two). Bit for bit the same D; valid in lane 0 of each half-warp.
+__device__ __forceinline__ float head_dot4(float4 x, float4 y) {
+    float a = fmaf(x.x, y.x, x.y * y.y), c = fmaf(x.z, y.z, x.w * y.w);
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        c += __shfl_xor_sync(0xffffffffu, c, o);
+    }
+    return a + c;
+}
+
 // Sum over the 256 threads (8 warps) of a block; every thread gets it.
 // scratch: 8 floats of shared memory.
 __device__ __forceinline__ float block_sum(float v, float *scratch) {
