@@ -14,42 +14,34 @@ extern "C" __global__ void __launch_bounds__(256)
     const long long r0 = (long long)blockIdx.x * 64;
     const int c0 = blockIdx.y * 64;
     auto rounded = [](float x) { return __uint_as_float(tc::to_tf32(x) & 0xFFFFE000u); }; // low bits cleared
-#if {{VEC}}
-    const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+    // W floats per load and store: a row of the tile is TX threads, a pass TY rows.
+    constexpr int W = {{VEC}} ? 4 : 1, TX = 64 / W, TY = 256 / TX;
+    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
 #pragma unroll
-    for (int i = ty; i < 64; i += 16) {
+    for (int i = ty; i < 64; i += TY) {
         const long long r = r0 + i;
-        const int c = c0 + 4 * tx;
-        const float4 x = r < rows && c < cols ? *reinterpret_cast<const float4 *>(&src[r * cols + c])
-                                              : make_float4(0.f, 0.f, 0.f, 0.f);
-        tile[i][4 * tx] = rounded(x.x);
-        tile[i][4 * tx + 1] = rounded(x.y);
-        tile[i][4 * tx + 2] = rounded(x.z);
-        tile[i][4 * tx + 3] = rounded(x.w);
+        const int c = c0 + W * tx;
+        float x[W];
+        if constexpr (W == 4) {
+            const float4 v = r < rows && c < cols ? *reinterpret_cast<const float4 *>(&src[r * cols + c])
+                                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+            x[0] = v.x, x[1] = v.y, x[2] = v.z, x[3] = v.w;
+        } else {
+            x[0] = r < rows && c < cols ? src[r * cols + c] : 0.f;
+        }
+#pragma unroll
+        for (int e = 0; e < W; ++e) tile[i][W * tx + e] = rounded(x[e]);
     }
     __syncthreads();
 #pragma unroll
-    for (int i = ty; i < 64; i += 16) {
+    for (int i = ty; i < 64; i += TY) {
         const int c = c0 + i;
-        const long long r = r0 + 4 * tx;
-        if (c < cols && r < ldd)
+        const long long r = r0 + W * tx;
+        if (c >= cols || r >= ldd) continue;
+        if constexpr (W == 4)
             *reinterpret_cast<float4 *>(&dst[(long long)c * ldd + r]) =
                 make_float4(tile[4 * tx][i], tile[4 * tx + 1][i], tile[4 * tx + 2][i], tile[4 * tx + 3][i]);
+        else
+            dst[(long long)c * ldd + r] = tile[tx][i];
     }
-#else
-    const int tx = threadIdx.x % 64, ty = threadIdx.x / 64;
-#pragma unroll
-    for (int i = ty; i < 64; i += 4) {
-        const long long r = r0 + i;
-        const float x = r < rows && c0 + tx < cols ? src[r * cols + c0 + tx] : 0.f;
-        tile[i][tx] = rounded(x);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = ty; i < 64; i += 4) {
-        const int c = c0 + i;
-        const long long r = r0 + tx;
-        if (c < cols && r < ldd) dst[(long long)c * ldd + r] = tile[tx][i];
-    }
-#endif
 }
