@@ -6,7 +6,8 @@
 #include "attnbwd.h"
 
 /* Streams and events of a plan: each lane runs on a stream of the library's
- * own (lane 0, the chain every output waits on, at the greatest priority),
+ * own, at the priority the plan gives it (lane_priority; by default lane 0,
+ * the chain every output waits on, at the greatest),
  * forked from the caller's stream at the start and joined back at the end,
  * so that independent kernels run side by side. */
 #define PLAN_MAX_LANES 4

@@ -122,10 +122,10 @@ static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention
  * their launches after the events each waits on, and join back, so the
  * caller's stream sees one operation that starts after its earlier work and
  * ends after every kernel of the plan (CUDA graph capture follows the same
- * fork and join). Lane 0, the chain every output waits on, runs on our
- * stream of the greatest priority, so that its blocks go first when the side
- * lanes' kernels also wait for SMs (or on the caller's stream, with
- * ATTNBWD_LANE_PRIORITY=0). The joins are queued even after a failed
+ * fork and join). Each lane's stream has the priority the plan gives it:
+ * lane 0, the chain every output waits on, the greatest, so that its blocks
+ * go first when the side lanes' kernels also wait for SMs (or it runs on the
+ * caller's stream, with ATTNBWD_LANE_PRIORITY=0). The joins are queued even after a failed
  * launch, so no stream of ours is left ahead of the caller's. */
 static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
     drv_device *dev = &k->ctx->dev;
