@@ -128,13 +128,47 @@ cleanup:
     return status;
 }
 
+/* The numbers of a line "... N bytes stack frame, S bytes spill stores, L
+ * bytes spill loads" (NVRTC puts "ptxas         ." before it, nvcc spaces). */
+static int spill_line(const char *line, int len, int *stores, int *loads) {
+    const char *p = strstr(line, " bytes stack frame, ");
+    if (!p || p >= line + len) return 0;
+    while (p > line && p[-1] >= '0' && p[-1] <= '9') --p; /* back to the frame's first digit */
+    int frame;
+    return sscanf(p, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &frame, stores, loads) == 3;
+}
+
+/* Line by line: ptxas's "Potential Performance Loss" lines as they are, and
+ * a function that spills (its "Function properties for NAME" line, then
+ * "N bytes stack frame, S bytes spill stores, L bytes spill loads" with S or
+ * L above 0) as one line of ours that names it. */
 int nvrtc_performance_warnings(const char *log, void (*each)(const char *line, int len, void *user), void *user) {
+    static const char props[] = "Function properties for ";
     int n = 0;
-    for (const char *p = log ? strstr(log, "Potential Performance Loss") : NULL; p;
-         p = strstr(p + 1, "Potential Performance Loss")) {
-        const char *end = strchr(p, '\n');
-        if (each) each(p, end ? (int)(end - p) : (int)strlen(p), user);
-        ++n;
+    const char *name = NULL;
+    int name_len = 0;
+    for (const char *line = log; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const int len = end ? (int)(end - line) : (int)strlen(line);
+        const char *loss = strstr(line, "Potential Performance Loss"), *fn = strstr(line, props);
+        int stores, loads;
+        if (loss && loss < line + len) {
+            if (each) each(loss, len - (int)(loss - line), user);
+            ++n;
+        } else if (fn && fn < line + len) {
+            name = fn + sizeof props - 1;
+            name_len = len - (int)(name - line);
+        } else if (name && spill_line(line, len, &stores, &loads)) {
+            if (stores > 0 || loads > 0) {
+                char msg[512];
+                const int m = snprintf(msg, sizeof msg, "Spills: %.*s stores %d bytes to local memory and loads %d",
+                                       name_len, name, stores, loads);
+                if (each) each(msg, m < (int)sizeof msg ? m : (int)sizeof msg - 1, user);
+                ++n;
+            }
+            name = NULL;
+        }
+        line = end ? end + 1 : NULL;
     }
     return n;
 }

@@ -21,9 +21,11 @@ void nvrtc_version(int *major, int *minor);
  * carries the log and the numbered source lines around the first error. */
 attnbwd_status nvrtc_compile(const char *source, const char *name_for_log, const char *arch,
                              nvrtc_result *out);
-/* The performance warnings of ptxas in an NVRTC log (wgmma serialized,
- * spills, setmaxnreg ignored), each passed to `each` (may be NULL) as a line
- * of len bytes; returns how many. */
+/* The performance warnings of ptxas in an NVRTC log (its "Potential
+ * Performance Loss" lines: wgmma serialized, setmaxnreg ignored...; and each
+ * function that spills to local memory, as a line "Spills: NAME stores S
+ * bytes ..."), each passed to `each` (may be NULL) as a line of len bytes;
+ * returns how many. */
 int nvrtc_performance_warnings(const char *log, void (*each)(const char *line, int len, void *user), void *user);
 void nvrtc_result_free(nvrtc_result *r);
 
