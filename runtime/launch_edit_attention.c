@@ -125,8 +125,8 @@ static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention
  * fork and join). Each lane's stream has the priority the plan gives it:
  * lane 0, the chain every output waits on, the greatest, so that its blocks
  * go first when the side lanes' kernels also wait for SMs (or it runs on the
- * caller's stream, with ATTNBWD_LANE_PRIORITY=0). The joins are queued even after a failed
- * launch, so no stream of ours is left ahead of the caller's. */
+ * caller's stream, with ATTNBWD_LANE_PRIORITY=0). The joins are queued even
+ * after a failed launch, so no stream of ours is left ahead of the caller's. */
 static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
     drv_device *dev = &k->ctx->dev;
     const kernel_plan *p = &k->plan;

@@ -139,6 +139,13 @@ static void count_line(const char *line, int len, void *user) {
     snprintf(last_line, sizeof last_line, "%.*s", len, line);
     ++seen_lines;
 }
+/* How many warnings the parser finds in log, each seen by count_line once. */
+static int warnings_in(const char *log) {
+    seen_lines = 0;
+    const int n = nvrtc_performance_warnings(log, count_line, NULL);
+    assert_int_equal(seen_lines, n);
+    return n;
+}
 static void performance_warnings_are_found(void **state) {
     (void)state;
     const char *log = "ptxas info    : Used 168 registers\n"
@@ -146,10 +153,8 @@ static void performance_warnings_are_found(void **state) {
                       "serialized in the function 'f'\n"
                       "ptxas info    : 0 bytes gmem\n"
                       "ptxas info    : (C7507) Potential Performance Loss: 'setmaxnreg' ignored";
-    seen_lines = 0;
-    assert_int_equal(nvrtc_performance_warnings(log, count_line, NULL), 2);
-    assert_int_equal(seen_lines, 2);
-    assert_int_equal(nvrtc_performance_warnings("ptxas info    : Used 40 registers\n", count_line, NULL), 0);
+    assert_int_equal(warnings_in(log), 2);
+    assert_int_equal(warnings_in("ptxas info    : Used 40 registers\n"), 0);
     assert_int_equal(nvrtc_performance_warnings(NULL, NULL, NULL), 0);
     /* A function that spills is named; one that does not is not a warning (the
      * numbers' line as NVRTC writes it, then as nvcc does). */
@@ -161,9 +166,7 @@ static void performance_warnings_are_found(void **state) {
                          "ptxas info    : Used 255 registers, used 16 barriers, 72 bytes cumulative stack size\n"
                          "ptxas info    : Function properties for slow_too\n"
                          "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n";
-    seen_lines = 0;
-    assert_int_equal(nvrtc_performance_warnings(spills, count_line, NULL), 2);
-    assert_int_equal(seen_lines, 2);
+    assert_int_equal(warnings_in(spills), 2);
     assert_string_equal(last_line, "Spills: slow_too stores 4 bytes to local memory and loads 4");
 }
 
@@ -183,8 +186,7 @@ static void nvrtc_reports_spills(void **state) {
                       "}\n";
     nvrtc_result r;
     assert_int_equal(nvrtc_compile(src, "spilling", "sm_90", &r), ATTNBWD_OK);
-    seen_lines = 0;
-    if (nvrtc_performance_warnings(r.log, count_line, NULL) < 1) fail_msg("no spill found in NVRTC's log: %s", r.log);
+    if (warnings_in(r.log) < 1) fail_msg("no spill found in NVRTC's log: %s", r.log);
     assert_non_null(strstr(last_line, "Spills: spilling stores "));
     nvrtc_result_free(&r);
 }
