@@ -93,6 +93,20 @@ __device__ __forceinline__ int ipos(int i) { return (i & ~7) | ((i & 1) << 2) | 
 // Float offset of (row, col) in a K-major 128-byte-swizzled tile.
 __device__ __forceinline__ int sw(int row, int col) { return row * 32 + 4 * ((col / 4) ^ (row % 8)) + col % 4; }
 
+// Shared memory by 32-bit address. In the step loop an address is a uniform
+// base (the step's buffer or ring slot) plus a per-thread offset fixed before
+// the loop plus a constant, which the load or store adds itself ([R+UR+imm]):
+// no index math per step.
+__device__ __forceinline__ void sts32(unsigned a, unsigned v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v)); }
+__device__ __forceinline__ void sts128(unsigned a, uint4 v) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+__device__ __forceinline__ float lds32(unsigned a) {
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
 
 } // namespace fw
@@ -111,11 +125,15 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     using namespace fw;
     extern __shared__ float4 smem4[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
-    float *sm = reinterpret_cast<float *>(smem4) + ((1024 - raw % 1024) % 1024) / 4; // launch asks 1 KiB more
+    const unsigned pad = (1024 - raw % 1024) % 1024, sm_s = raw + pad; // launch asks 1 KiB more
+    float *sm = reinterpret_cast<float *>(smem4) + pad / 4;
 
     const int jb = blockIdx.x, bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
     const i64 j0 = (i64)jb * BJ, head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
-    const int tid = threadIdx.x, w = tid / 128, wt = tid % 128, q = wt / 32, lane = tid % 32, g = lane / 4,
+    // w from a shuffle of lane 0: the compiler then knows it is the same in a
+    // warp and keeps it, and the buffer addresses and descriptors made from it,
+    // in uniform registers.
+    const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid / 128, 0), wt = tid % 128, q = wt / 32, lane = tid % 32, g = lane / 4,
               t = lane % 4;
     float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
     unsigned long long *full = reinterpret_cast<unsigned long long *>(sm + OFF_BAR) + w * P_STAGES;
@@ -124,6 +142,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::mbar_init_fence();
     }
     auto wg_buf = [&](int buf) { return sm + OFF_BUF + (2 * w + buf) * WG_BUF; };
+    auto wg_buf_s = [&](int buf) { return sm_s + 4u * (OFF_BUF + (2 * w + buf) * WG_BUF); };
 
     // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
     float keep[2];
@@ -152,20 +171,29 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             tc::cp_async16(R + (4 + p) * 128, ok ? qq + dr * kD + dc : query, ok);
         }
     };
-    auto stage_store = [&](float *B) {
+    // Byte offsets of this thread's stores in a step buffer, for pass p = 0:
+    // GA's 16 bytes, and GAT's four (e) of row r + 16 pp. Pass p adds
+    // constants: p / 2 the next 32 d (GA's second tile, GAT rows + 32).
+    const int sr = lane / 2, sc4 = c0 / 4;
+    const unsigned st_ga = 4 * (GA + sw(sr, 4 * sc4));
+    unsigned st_gat[2][4];
+#pragma unroll
+    for (int pp = 0; pp < 2; ++pp)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st_gat[pp][e] = 4 * (GAT + sw(4 * sc4 + e, ipos(sr + 16 * pp)));
+    auto stage_store = [&](unsigned B) {
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-            const int r = r0 - HALF * w + 16 * (p % 2), c4 = c0 / 4 + 8 * (p / 2), pc = ipos(r);
             const float4 x = R[p * 128], y = R[(4 + p) * 128];
             const uint4 a = make_uint4(tc::to_tf32(x.x), tc::to_tf32(x.y), tc::to_tf32(x.z), tc::to_tf32(x.w));
             const uint4 k = make_uint4(tc::to_tf32(y.x), tc::to_tf32(y.y), tc::to_tf32(y.z), tc::to_tf32(y.w));
-            *reinterpret_cast<uint4 *>(B + GA + (c4 / 8) * HALF * 32 + sw(r, 4 * (c4 % 8))) = a;
+            sts128(B + st_ga + 4 * (16 * 32 * (p % 2) + HALF * 32 * (p / 2)), a);
             const unsigned av[4] = {a.x, a.y, a.z, a.w}, kv[4] = {k.x, k.y, k.z, k.w};
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const int at = sw(4 * c4 + e, pc);
-                reinterpret_cast<unsigned *>(B + GAT)[at] = av[e];
-                reinterpret_cast<unsigned *>(B + QT)[at] = kv[e];
+                const unsigned at = B + st_gat[p % 2][e] + 4 * 32 * 32 * (p / 2);
+                sts32(at, av[e]);
+                sts32(at + 4 * (QT - GAT), kv[e]);
             }
         }
     };
@@ -247,7 +275,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v and the rows of step 0
 #pragma unroll
     for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<64, 256>(V + s2 * SUB);
-    stage_store(wg_buf(0));
+    stage_store(wg_buf_s(0));
     stage_load(BI);
     tc::cp_async_commit();
     tc::fence_async_shared();
@@ -255,9 +283,18 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 
     // Descriptors of v_j and of this warpgroup's buffer 0; buffer 1 is WG_BUF floats on.
     const unsigned long long dV = tc::wg_desc(V), dB0 = tc::wg_desc(wg_buf(0));
-    int shift[4]; // s_a of every step's boxes (i0 and 32 w are multiples of 4)
+    // Byte offsets in a ring slot of this thread's P at accumulator (n, x) for
+    // x = e (x = e + 2 is 8 keys on): the same every step, as the shifts are
+    // (i0 and 32 w are multiples of 4, and i0 T % 4 == 0).
+    unsigned p_off[4][2];
 #pragma unroll
-    for (int a = 0; a < 4; ++a) shift[a] = row_shift(head_rows + a);
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int r = 8 * n + 2 * t + e, j = 16 * q + g;
+            p_off[n][e] = 4 * (P_TMA ? p_tma_at(perm(r), j, row_shift(head_rows + 2 * (n / 2) + e)) // box perm(r) % 4
+                                     : r * LD_P + p_shift(head_rows + HALF * w + r) + j);
+        }
     float accV[32], accK[32];
 #pragma unroll
     for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
@@ -283,19 +320,16 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 
         // While the tensor cores run: this step's P, Pd at this thread's (i, j),
         // and the next step's gA, q rows and row sums.
-        const float *Pt = ring + slot * 2 * P_TILE, *Pdt = Pt + P_TILE;
+        const unsigned Pt = sm_s + 4u * (OFF_P + (w * P_STAGES + slot) * 2 * P_TILE); // Pd: P_TILE floats on
         float p[4][4], pd[4][4], d[4][2];
-        const unsigned rows = (unsigned)(head_rows + HALF * w); // p_shift of row (b, h, i0 + 32 w + r): i0 * T % 4 == 0
         if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
 #pragma unroll
         for (int n = 0; n < 4; ++n)
 #pragma unroll
             for (int x = 0; x < 4; ++x) {
-                const int r = 8 * n + 2 * t + x % 2, j = 16 * q + g + 8 * (x / 2);
-                const int at = P_TMA ? p_tma_at(perm(r), j, shift[2 * (n / 2) + x % 2]) // box perm(r) % 4
-                                     : r * LD_P + p_shift(rows + r) + j;
-                p[n][x] = Pt[at];
-                pd[n][x] = Pdt[at];
+                const unsigned at = Pt + p_off[n][x % 2] + 4 * 8 * (x / 2);
+                p[n][x] = lds32(at);
+                pd[n][x] = lds32(at + 4 * P_TILE);
             }
 #pragma unroll
         for (int n = 0; n < 4; ++n)
@@ -309,22 +343,16 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         // x = 4 n + 2 hh + e holds (j = 16 q + g + 8 hh, i = 8 n + 2 t + e);
         // fragment register 0..3 takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)).
         unsigned fpd[4][4], fs[4][4];
-        float *gsp = gs + gs_base + (i64)i0 * GS_LD;
+        float s[4][4];
 #pragma unroll
         for (int n = 0; n < 4; ++n) {
-            float s[4];
 #pragma unroll
-            for (int x = 0; x < 4; ++x) {
-                const int hh = x / 2, e = x % 2;
-                s[x] = keep[hh] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][e]);
-                if (i0 + HALF * w + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
-                    gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[x];
-            }
+            for (int x = 0; x < 4; ++x) s[n][x] = keep[x / 2] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][x % 2]);
             constexpr int order[4] = {0, 2, 1, 3};
 #pragma unroll
             for (int x = 0; x < 4; ++x) {
                 fpd[n][x] = tc::to_tf32(pd[n][order[x]]);
-                fs[n][x] = tc::to_tf32(s[order[x]]);
+                fs[n][x] = tc::to_tf32(s[n][order[x]]);
             }
         }
         // Pin the fragments before the fence (see gemm_wg.cu: otherwise ptxas serializes the wgmmas).
@@ -340,11 +368,30 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         }
         tc::wg_commit();
 
+        // gS to gs while the tensor cores run. Only the last row block and
+        // the last key block test their ends: the others store unguarded.
+        float *gsp = gs + gs_base + (i64)i0 * GS_LD;
+        if (i0 + BI <= kT && j0 + BJ <= GS_LD) {
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
+        } else {
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    const int hh = x / 2, e = x % 2;
+                    if (i0 + HALF * w + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
+                        gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
+                }
+        }
+
         // The next step's B tiles, in R since the last step, into the other
         // buffer, last read by the previous step's products (done: the wait
         // above); then the rows of the step after it into R.
         tc::cp_async_wait<P_TMA ? 0 : 1>(); // the rows of the next step (not this step's P group)
-        if (more) stage_store(wg_buf(buf ^ 1));
+        if (more) stage_store(wg_buf_s(buf ^ 1));
         stage_load(i0 + 2 * BI);
         tc::cp_async_commit();
         tc::fence_async_shared();
