@@ -57,10 +57,11 @@ end
 
 -- Dynamic shared memory of the attention pass on wgmma (templates/attention_wg.cu's
 -- SMEM_FLOATS, plus the 1 KiB its swizzled tiles may need to reach a 1024-byte
--- boundary). The ring's P tiles have rows of 68 floats; att_tma adds a barrier per slot.
+-- boundary). The ring's P tiles have rows of 68 floats; att_tma adds a barrier
+-- per slot, and each warpgroup has one for its gA and q rows.
 local function attention_wg_smem(p_stages, att_tma)
   local floats = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * p_stages * 2 * 32 * 68 + 2 * 8 * 128 * 4
-                 + (att_tma == 1 and 2 * p_stages * 2 or 0)
+                 + (att_tma == 1 and 2 * p_stages * 2 or 0) + 2 * 2
   return floats * 4 + 1024
 end
 
@@ -464,12 +465,12 @@ local function plan_fused(shape, t, arch)
   -- partials, gS, bias partials, column-sum partials; per product its
   -- split-K partial products and its B transposed (wgmma): products may run
   -- side by side, so none shares a region with another.
-  local T4 = ceil_div(T, 4) * 4 -- gS rows, padded for 16-byte loads
+  local gs_ld = ceil_div(T, 4) * 4 -- gS rows, padded for 16-byte loads
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
   p.reserve("wcpart", B * H * NJ * 2)
-  p.reserve("gs", t.gs_store == 1 and B * H * T * T4 or 0)
+  p.reserve("gs", t.gs_store == 1 and B * H * T * gs_ld or 0)
   p.reserve("biaspart", H * POS * 2)
   p.reserve("colpart_out", COL_SPLIT * HID)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)
@@ -589,8 +590,11 @@ local function plan_fused(shape, t, arch)
     local p_map = string.format("tmap:%d:%d:%d:8:68:0:", B * H * T // 4, 4 * T, 4 * T)
     local probs = att_tma and p_map .. "in:attention_probs" or "in:attention_probs"
     local dropped = att_tma and p_map .. "in:attention_probs_dropped" or "in:attention_probs_dropped"
+    -- gA and q rows through tensor maps too: boxes of 32 rows x 32 floats, swizzled.
+    local ga_map = string.format("tmap:%d:%d:%d:32:32:1:", BT, HID, HID) .. wsp("gA")
+    local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
     p.kernel("attention_wg", { NJ, B * H, 1 },
-           { wsp("gA"), wsp("rowdot"), "in:query", "in:value", probs, dropped,
+           { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale" }, nil,
            attention_wg_smem(t.p_stages, att_tma and 1 or 0))
   else
@@ -618,9 +622,9 @@ local function plan_fused(shape, t, arch)
       local w = { bm = 64, bn = 128, stages = 4 }
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
-        M = D, N = T, K = T, LDA = D, LDB = T4, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
-        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D, SB1 = H * T * T4,
-        SB0 = T * T4, SC1 = T * QKV, SC0 = D,
+        M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
+        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D, SB1 = H * T * gs_ld,
+        SB0 = T * gs_ld, SC1 = T * QKV, SC0 = D,
       })
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H }, { "in:key", wsp("gs"), wsp("gqkv"), "f32:scale" },
                { w.bm // 64 * 128, 1, 1 }, wg_smem(w, true))
@@ -628,10 +632,10 @@ local function plan_fused(shape, t, arch)
       local c = GEMM_CONFIGS[3]
       p.render("gemm_tc_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ = scale * gS @ k_h per (b, h), into grad_qkv[:, 0:1024]",
-        M = T, N = D, K = T, LDA = T4, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,
+        M = T, N = D, K = T, LDA = gs_ld, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,
         BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m, WARPS_N = c.warps_n, STAGES = c.stages,
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H,
-        SA1 = H * T * T4, SA0 = T * T4, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
+        SA1 = H * T * gs_ld, SA0 = T * gs_ld, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
       })
       p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
                { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
@@ -652,15 +656,15 @@ local function plan_fused(shape, t, arch)
   -- system reserves); the kernel then keeps to 128 registers.
   local att_bytes = attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 + 1024
   p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
-                                   STORE_GS = t.gs_store, GS_LD = T4, KV_SPLIT = t.kv_split, P_STAGES = t.p_stages,
+                                   STORE_GS = t.gs_store, GS_LD = gs_ld, KV_SPLIT = t.kv_split, P_STAGES = t.p_stages,
                                    MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
                                    SYNC_PASS = not att_wg })
   if att_wg then
-    p.render("attention_wg.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4, P_STAGES = t.p_stages,
+    p.render("attention_wg.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
                                   P_TMA = att_tma and 1 or 0 })
   end
   if t.gs_store == 1 then
-    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T4 })
+    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld })
   end
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time

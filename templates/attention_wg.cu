@@ -12,8 +12,8 @@
 // stand, if the k order within each 8 rows i is (0 2 4 6 1 3 5 7): gA^T and
 // q^T are stored with their columns in that order (ipos), so Pd and gS never
 // go through shared memory. gA and q rows come global -> shared memory (R,
-// cp.async, a whole step ahead) and are written from there, rounded to TF32
-// and transposed, as the next step's B while this step's products run.
+// by the TMA, a step ahead) and are written from there, rounded to TF32 and
+// transposed, as the next step's B while this step's products run.
 //
 // A block owns (b, h) and 64 keys j (grid (NJ, B*16), 256 threads). Its two
 // warpgroups each walk their own 32 of every 64 query rows i, with their own
@@ -58,16 +58,18 @@ constexpr int LD_P = BJ + 4;
 //     GA  gA rows [32 i][64 d]: two tiles of 32 d (gPd^T's B)
 //     GAT gA^T [64 d][32 i], QT q^T [64 d][32 i]: one tile each, columns in ipos order
 //   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
-constexpr int SUB = 64 * 32, OFF_V = 0, OFF_BUF = 2 * SUB;
+constexpr int SUB = 64 * 32, BOX = 32 * 32, OFF_V = 0, OFF_BUF = 2 * SUB;
 constexpr int GA = 0, GAT = 2 * HALF * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
-//   per warpgroup: R, the gA and q rows of the step after next as they come
-//   (8 chunks of 16 bytes per thread), read back by the thread that copied them
-//   per warpgroup and slot (P_TMA): a full barrier (8 bytes)
+//   per warpgroup: R, the gA and q rows of the next step as the TMA brings
+//   them (four boxes of [32 i][32 d] in the 128-byte swizzle)
+//   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one per warpgroup for R
 constexpr int P_TILE = HALF * LD_P, OFF_P = OFF_BUF + 4 * WG_BUF,
-              OFF_R = OFF_P + 2 * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 2 * 8 * 128 * 4,
-              SMEM_FLOATS = OFF_BAR + (P_TMA ? 2 * P_STAGES * 2 : 0);
+              OFF_R = OFF_P + 2 * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 2 * 4 * BOX,
+              N_PBAR = P_TMA ? 2 * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 2);
+static_assert(P_STAGES >= 2, "a ring of at least two slots");
+static_assert(OFF_R % 256 == 0, "the rows' boxes on 1024-byte boundaries (128-byte swizzle)");
 static_assert(OFF_P % 32 == 0 && P_TILE % 32 == 0 && 8 * LD_P % 32 == 0, "TMA boxes on 128-byte boundaries");
-static_assert(kB * kHeads * kT / 4 < (1ll << 31) && 4 * kT + BJ < (1ll << 31), "TMA coordinates are 32-bit");
+static_assert(kB * kHeads * kT < (1ll << 31) && 4 * kT + BJ < (1ll << 31), "TMA coordinates are 32-bit");
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
@@ -101,6 +103,11 @@ __device__ __forceinline__ void sts32(unsigned a, unsigned v) { asm volatile("st
 __device__ __forceinline__ void sts128(unsigned a, uint4 v) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
+__device__ __forceinline__ float4 lds128(unsigned a) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
+    return v;
+}
 __device__ __forceinline__ float lds32(unsigned a) {
     float v;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
@@ -112,8 +119,8 @@ __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;
 } // namespace fw
 
 extern "C" __global__ void __launch_bounds__(256, 1)
-{{PREFIX}}_attention_wg(const float *__restrict__ gA, const float *__restrict__ rowdot,
-                        const float *__restrict__ query, const float *__restrict__ value,
+{{PREFIX}}_attention_wg(const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,
+                        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value,
 #if {{P_TMA}}
                         const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd,
 #else
@@ -133,12 +140,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     // w from a shuffle of lane 0: the compiler then knows it is the same in a
     // warp and keeps it, and the buffer addresses and descriptors made from it,
     // in uniform registers.
-    const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid / 128, 0), wt = tid % 128, q = wt / 32, lane = tid % 32, g = lane / 4,
-              t = lane % 4;
+    const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid / 128, 0), wt = tid % 128, q = wt / 32,
+              lane = tid % 32, g = lane / 4, t = lane % 4;
     float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
-    unsigned long long *full = reinterpret_cast<unsigned long long *>(sm + OFF_BAR) + w * P_STAGES;
-    if (P_TMA && tid < 2 * P_STAGES) {
-        tc::mbar_init(reinterpret_cast<unsigned long long *>(sm + OFF_BAR) + tid, 1);
+    // Barriers: (P_TMA) one per warpgroup and ring slot, then one per warpgroup for its rows in R.
+    unsigned long long *bars = reinterpret_cast<unsigned long long *>(sm + OFF_BAR), *full = bars + w * P_STAGES,
+                       *rows_full = bars + N_PBAR + w;
+    if (tid < N_PBAR + 2) {
+        tc::mbar_init(bars + tid, 1);
         tc::mbar_init_fence();
     }
     auto wg_buf = [&](int buf) { return sm + OFF_BUF + (2 * w + buf) * WG_BUF; };
@@ -152,25 +161,33 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         keep[hh] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
     }
 
-    // The gA and q rows of this warpgroup for a step, copied into R: pass p
-    // covers tile row r0 + 16 (p % 2) (query row perm of it) and floats
-    // c0 + 32 (p / 2) .. + 3, which makes the transposed stores below
-    // conflict-free. Addresses are a base per thread plus constants: the index
-    // math is done once.
-    const int r0 = HALF * w + lane / 2, c0 = 4 * (2 * q + lane % 2), m0 = HALF * w + perm(lane / 2);
-    const float *ga_base = gA + ((i64)b * kT + m0) * kHid + h * kD + c0, *q_base = query + (head_rows + m0) * kD + c0;
-    float4 *R = reinterpret_cast<float4 *>(sm + OFF_R) + w * 8 * 128 + wt;
-    auto stage_load = [&](int i0) {
-        if (i0 >= kT) return;
-        const float *ga = ga_base + (i64)i0 * kHid, *qq = q_base + (i64)i0 * kD;
+    // The gA and q rows of this warpgroup for a step (32 rows x 64 d each)
+    // into R by the TMA: four boxes of 32 rows x 32 floats in the 128-byte
+    // swizzle (gA d 0-31, 32-63, then q's), asked for by the warpgroup's first
+    // thread a step ahead, counted on rows_full. Rows past T: q's are other
+    // rows' finite values (times a zero gS), gA's are zeroed in stage_store.
+    const unsigned R_s = sm_s + 4u * (OFF_R + w * 4 * BOX);
+    auto load_rows = [&](int i0) {
+        if (i0 >= kT || wt != 0) return;
+        tc::mbar_expect_tx(rows_full, 4 * BOX * 4);
+        float *R = sm + OFF_R + w * 4 * BOX;
+        const int ga_row = (int)(b * kT + i0 + HALF * w), q_row = (int)(head_rows + i0 + HALF * w);
 #pragma unroll
-        for (int p = 0; p < 4; ++p) {
-            const int dr = perm(16) * (p % 2), dc = 32 * (p / 2);
-            const bool ok = i0 + m0 + dr < kT;
-            tc::cp_async16(R + p * 128, ok ? ga + dr * kHid + dc : gA, ok);
-            tc::cp_async16(R + (4 + p) * 128, ok ? qq + dr * kD + dc : query, ok);
+        for (int half = 0; half < 2; ++half) {
+            tc::tma_load_2d(R + half * BOX, &map_ga, rows_full, h * kD + 32 * half, ga_row);
+            tc::tma_load_2d(R + (2 + half) * BOX, &map_q, rows_full, 32 * half, q_row);
         }
     };
+    // This thread's pass p reads tile row r = lane / 2 + 16 (p % 2) (query
+    // row perm(r) of the step), floats c0 + 32 (p / 2) .. + 3, which makes the
+    // transposed stores below conflict-free: byte offsets in R for p = 0, 1.
+    const int c0 = 4 * (2 * q + lane % 2);
+    unsigned rd_off[2];
+#pragma unroll
+    for (int pp = 0; pp < 2; ++pp) {
+        const int m = perm(lane / 2 + 16 * pp);
+        rd_off[pp] = 4 * sw(m, c0);
+    }
     // Byte offsets of this thread's stores in a step buffer, for pass p = 0:
     // GA's 16 bytes, and GAT's four (e) of row r + 16 pp. Pass p adds
     // constants: p / 2 the next 32 d (GA's second tile, GAT rows + 32).
@@ -181,10 +198,15 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     for (int pp = 0; pp < 2; ++pp)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st_gat[pp][e] = 4 * (GAT + sw(4 * sc4 + e, ipos(sr + 16 * pp)));
-    auto stage_store = [&](unsigned B) {
+    // From R (the rows of the step at i0) into step buffer B, rounded to TF32.
+    // `last`: the step runs past T, and gA's rows there must be zeros.
+    auto stage_store = [&](unsigned B, int i0, bool last) {
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
-            const float4 x = R[p * 128], y = R[(4 + p) * 128];
+            const unsigned at = R_s + rd_off[p % 2] + 4 * BOX * (p / 2);
+            float4 x = lds128(at);
+            const float4 y = lds128(at + 4 * 2 * BOX);
+            if (last && i0 + HALF * w + perm(lane / 2 + 16 * (p % 2)) >= kT) x = make_float4(0.f, 0.f, 0.f, 0.f);
             const uint4 a = make_uint4(tc::to_tf32(x.x), tc::to_tf32(x.y), tc::to_tf32(x.z), tc::to_tf32(x.w));
             const uint4 k = make_uint4(tc::to_tf32(y.x), tc::to_tf32(y.y), tc::to_tf32(y.z), tc::to_tf32(y.w));
             sts128(B + st_ga + 4 * (16 * 32 * (p % 2) + HALF * 32 * (p / 2)), a);
@@ -263,21 +285,19 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     for (int s2 = 0; s2 < 2; ++s2)
         tc::copy_tile_sw128<64, 256>(V + s2 * SUB, value + (head_rows + j0) * kD, kD, 0, 32 * s2, kT - j0, kD);
     tc::cp_async_commit();
-    stage_load(0);
-    tc::cp_async_commit();
-    if (P_TMA) __syncthreads(); // the barriers are initialised
+    __syncthreads(); // the barriers are initialised
+    load_rows(0);
 #pragma unroll
     for (int st = 0; st < P_STAGES - 1; ++st) {
         load_p(st * BI, st);
         if (!P_TMA) tc::cp_async_commit();
     }
     load_d(0);
-    tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v and the rows of step 0
+    tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v
 #pragma unroll
     for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<64, 256>(V + s2 * SUB);
-    stage_store(wg_buf_s(0));
-    stage_load(BI);
-    tc::cp_async_commit();
+    tc::mbar_wait(rows_full, 0);
+    stage_store(wg_buf_s(0), 0, BI > kT);
     tc::fence_async_shared();
     __syncthreads(); // v is shared by both warpgroups
 
@@ -302,8 +322,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     for (int i0 = 0; i0 < kT; i0 += BI) {
         const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
         const unsigned long long dB = tc::wg_desc_at(dB0, buf * WG_BUF);
-        if (!P_TMA) tc::cp_async_wait<P_STAGES - 1>(); // this step's P and Pd (and older)
-        wg_bar(1 + w); // ... and this step's buffers (stored last step) are in place; slot step-1 is read
+        if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
+        wg_bar(1 + w); // ... and this step's buffers (stored last step) are in place; slot step-1 and R are read
+        load_rows(i0 + BI);
         load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
         if (!P_TMA) tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
 
@@ -319,7 +340,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::wg_commit();
 
         // While the tensor cores run: this step's P, Pd at this thread's (i, j),
-        // and the next step's gA, q rows and row sums.
+        // and the next step's row sums.
         const unsigned Pt = sm_s + 4u * (OFF_P + (w * P_STAGES + slot) * 2 * P_TILE); // Pd: P_TILE floats on
         float p[4][4], pd[4][4], d[4][2];
         if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
@@ -387,13 +408,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                 }
         }
 
-        // The next step's B tiles, in R since the last step, into the other
-        // buffer, last read by the previous step's products (done: the wait
-        // above); then the rows of the step after it into R.
-        tc::cp_async_wait<P_TMA ? 0 : 1>(); // the rows of the next step (not this step's P group)
-        if (more) stage_store(wg_buf_s(buf ^ 1));
-        stage_load(i0 + 2 * BI);
-        tc::cp_async_commit();
+        // The next step's B tiles, asked of the TMA at the top of this step,
+        // from R into the other buffer, last read by the previous step's
+        // products (done: the wait above).
+        if (more) {
+            tc::mbar_wait(rows_full, (step + 1) & 1);
+            if (i0 + 2 * BI > kT) stage_store(wg_buf_s(buf ^ 1), i0 + BI, true);
+            else stage_store(wg_buf_s(buf ^ 1), i0 + BI, false);
+        }
         tc::fence_async_shared();
     }
     tc::wg_wait<0>();

@@ -302,6 +302,19 @@ static void check_attention_maps(const kernel_plan *p, const plan_launch *x, con
         assert_true(m.box_rows == 8 && m.box_cols == 68 && m.swizzle == 0);
     }
     assert_int_equal(strstr(p->source, "constexpr bool P_TMA = 1;") != NULL, tma);
+    /* gA [B*T, 1024] (head h's 64 columns) and q [B*16*T, 64]: boxes of 32 rows x 32 floats, swizzled. */
+    const char *rows[2] = {"ws:", "in:query"};
+    const unsigned long long n[2] = {(unsigned long long)(s->batch * s->seq_len),
+                                     (unsigned long long)(s->batch * 16 * s->seq_len)},
+                             cols[2] = {1024, 64};
+    for (int i = 0; i < 2; ++i) {
+        const char *arg = x->args[2 * i];
+        assert_int_equal(strncmp(arg, "tmap:", 5), 0);
+        assert_int_equal(strncmp(pointer_of(arg), rows[i], strlen(rows[i])), 0);
+        const tmap_arg m = parse_tmap(arg);
+        assert_true(m.rows == n[i] && m.cols == cols[i] && m.ld == cols[i]);
+        assert_true(m.box_rows == 32 && m.box_cols == 32 && m.swizzle == 1);
+    }
 }
 
 /* grad_edit_region_bias's 1024 rows of every head are written once: rows
@@ -380,10 +393,10 @@ static void edit_attention_plans(void **state) {
                     assert_true(tile(p.tiles, "wg_att") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store") &&
                                 tile(p.tiles, "bj") == 64 && stages == 2);
                     /* v, two step buffers per warpgroup (gA, gA^T, q^T), the ring (rows of 68 floats; with
-                     * att_tma a barrier per slot), the rows in flight, 1 KiB of alignment. */
+                     * att_tma a barrier per slot), the rows in flight and their barrier, 1 KiB of alignment. */
                     const int tma = tile(p.tiles, "att_tma") == 1;
                     const unsigned floats = (unsigned)(2 * 64 * 32 + 4 * 6 * 32 * 32 + 2 * stages * 2 * 32 * 68 +
-                                                       2 * 8 * 128 * 4 + (tma ? 2 * stages * 2 : 0));
+                                                       2 * 8 * 128 * 4 + (tma ? 2 * stages * 2 : 0) + 2 * 2);
                     assert_int_equal(x->shared_bytes, 4 * floats + 1024);
                     assert_true(x->shared_bytes <= 227 * 1024);
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
