@@ -109,6 +109,7 @@ function M.heuristic(shape, arch)
   t.att_tma = (t.wg == 1 and shape.seq_len % 4 ~= 0) and 1 or 0
   t.zero_early = 1 -- grad_edit_region_bias's rows past T written at the start
   t.lane_pri = 0
+  t.gs_pad = 4 -- gS rows padded to a multiple of this many floats
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -164,6 +165,9 @@ function M.validate(shape, t, arch)
   end
   if t.lane_pri ~= 0 and t.lane_pri ~= 1 and t.lane_pri ~= 2 then
     return "lane_pri must be 0, 1 or 2 (lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest)"
+  end
+  if t.gs_pad ~= 4 and t.gs_pad ~= 8 and t.gs_pad ~= 32 then
+    return "gs_pad must be 4, 8 or 32 (gS rows padded to a multiple of that many floats: 16, 32 or 128 bytes)"
   end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
@@ -242,6 +246,11 @@ function M.candidates(shape)
     local pri = M.heuristic(shape)
     pri.lane_pri = level
     add(pri)
+  end
+  for _, pad in ipairs { 4, 8, 32 } do -- gS rows on 16-, 32- or 128-byte boundaries
+    local t = M.heuristic(shape)
+    t.gs_pad = pad
+    add(t)
   end
   local serial = M.heuristic(shape) -- each kernel placed only after the one before it ends
   serial.pdl = 0
@@ -465,7 +474,7 @@ local function plan_fused(shape, t, arch)
   -- partials, gS, bias partials, column-sum partials; per product its
   -- split-K partial products and its B transposed (wgmma): products may run
   -- side by side, so none shares a region with another.
-  local gs_ld = ceil_div(T, 4) * 4 -- gS rows, padded for 16-byte loads
+  local gs_ld = ceil_div(T, t.gs_pad) * t.gs_pad -- gS rows, padded for 16-byte loads (at least)
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)

@@ -526,6 +526,18 @@ static void edit_attention_fits_smaller_devices(void **state) {
     }
     assert_int_equal(gen_plan(g, &s, "sm_90", "lane_pri=3", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "lane_pri must be 0, 1 or 2"));
+    /* gS rows padded to gs_pad floats: the stride every kernel that reads or writes gS is given. */
+    const int pads[3] = {4, 8, 32};
+    for (int i = 0; i < 3; ++i) {
+        char tiles[32], ld[48];
+        snprintf(tiles, sizeof tiles, "gs_pad=%d", pads[i]);
+        snprintf(ld, sizeof ld, "GS_LD = %lld;", (long long)((s.seq_len + pads[i] - 1) / pads[i] * pads[i]));
+        assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
+        assert_non_null(strstr(p.source, ld));
+        kernel_plan_free(&p);
+    }
+    assert_int_equal(gen_plan(g, &s, "sm_90", "gs_pad=16", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "gs_pad must be 4, 8 or 32"));
     attnbwd_shape fp32 = s;
     fp32.precision = ATTNBWD_PRECISION_FP32;
     assert_int_equal(gen_plan(g, &fp32, "sm_90", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
