@@ -1,0 +1,18 @@
+-- attnbwd lua bench/time_one.lua SUITE INDEX [ITERS [TILES]]: times one workload
+-- of a suite (INDEX from 1) with the heuristic's tiles or TILES: a small
+-- program to run under a profiler, e.g.
+--   ncu --clock-control none --set full -k regex:attention_wg -c 1 \
+--       build/attnbwd lua bench/time_one.lua sol072_workload 16
+local attnbwd = require "attnbwd"
+local suite, index, iters, tiles = arg[1], tonumber(arg[2]), tonumber(arg[3] or "1"), arg[4]
+if not suite or not index then
+  io.stderr:write("usage: attnbwd lua bench/time_one.lua SUITE INDEX [ITERS [TILES]]\n")
+  os.exit(2)
+end
+local cases = attnbwd.suite(suite)
+local case = cases[index]
+if not case then
+  io.stderr:write(string.format("%s has %d workloads; no workload %d\n", suite, #cases, index))
+  os.exit(2)
+end
+print(string.format("%s #%d: %.2f us (median of %d)", suite, index, attnbwd.time(case, tiles, iters), iters))
