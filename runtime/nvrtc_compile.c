@@ -128,11 +128,20 @@ cleanup:
     return status;
 }
 
+/* needle within the len bytes of line: strstr would scan on to the log's
+ * end for every line. */
+static const char *find_in_line(const char *line, int len, const char *needle) {
+    const size_t n = strlen(needle);
+    for (const char *p = line; p + n <= line + len; ++p)
+        if (!memcmp(p, needle, n)) return p;
+    return NULL;
+}
+
 /* The numbers of a line "... N bytes stack frame, S bytes spill stores, L
  * bytes spill loads" (NVRTC puts "ptxas         ." before it, nvcc spaces). */
 static int spill_line(const char *line, int len, int *stores, int *loads) {
-    const char *p = strstr(line, " bytes stack frame, ");
-    if (!p || p >= line + len) return 0;
+    const char *p = find_in_line(line, len, " bytes stack frame, ");
+    if (!p) return 0;
     while (p > line && p[-1] >= '0' && p[-1] <= '9') --p; /* back to the frame's first digit */
     int frame;
     return sscanf(p, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &frame, stores, loads) == 3;
@@ -150,12 +159,12 @@ int nvrtc_performance_warnings(const char *log, void (*each)(const char *line, i
     for (const char *line = log; line && *line;) {
         const char *end = strchr(line, '\n');
         const int len = end ? (int)(end - line) : (int)strlen(line);
-        const char *loss = strstr(line, "Potential Performance Loss"), *fn = strstr(line, props);
+        const char *loss = find_in_line(line, len, "Potential Performance Loss"), *fn = find_in_line(line, len, props);
         int stores, loads;
-        if (loss && loss < line + len) {
+        if (loss) {
             if (each) each(loss, len - (int)(loss - line), user);
             ++n;
-        } else if (fn && fn < line + len) {
+        } else if (fn) {
             name = fn + sizeof props - 1;
             name_len = len - (int)(name - line);
         } else if (name && spill_line(line, len, &stores, &loads)) {
