@@ -110,6 +110,14 @@ function M.heuristic(shape, arch)
   t.zero_early = 1 -- grad_edit_region_bias's rows past T written at the start
   t.lane_pri = 0
   t.gs_pad = 4 -- gS rows padded to a multiple of this many floats
+  -- The bias gradients' column sums made inside the TA products that read
+  -- the same matrix (grad_qkv_weight's A is grad_qkv, grad_out_weight's is
+  -- grad_output), where they are TMA-fed: no colsum_partial pass over it.
+  -- 1: only where the product's K is split. Measured (2026-12-04, A/B of the
+  -- 16): 1.4-3.7% faster on three of the five with split products, 0.6-2.2%
+  -- slower on most of the others, whose products leave SMs idle for the pass
+  -- beside them (docs/benchmarks.md).
+  t.gemm_bias = 1
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -165,6 +173,10 @@ function M.validate(shape, t, arch)
   end
   if t.lane_pri ~= 0 and t.lane_pri ~= 1 and t.lane_pri ~= 2 then
     return "lane_pri must be 0, 1 or 2 (lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest)"
+  end
+  if t.gemm_bias ~= 0 and t.gemm_bias ~= 1 and t.gemm_bias ~= 2 then
+    return "gemm_bias must be 0, 1 or 2 (the bias gradients' column sums in a pass of their own, inside the "
+           .. "TMA-fed TA products where their K is split, or inside them always)"
   end
   if t.gs_pad ~= 4 and t.gs_pad ~= 8 and t.gs_pad ~= 32 then
     return "gs_pad must be 4, 8 or 32 (gS rows padded to a multiple of that many floats: 16, 32 or 128 bytes)"
@@ -250,6 +262,11 @@ function M.candidates(shape)
   for _, pad in ipairs { 4, 8, 32 } do -- gS rows on 16-, 32- or 128-byte boundaries
     local t = M.heuristic(shape)
     t.gs_pad = pad
+    add(t)
+  end
+  for _, where in ipairs { 0, 1, 2 } do -- the bias gradients' column sums: own passes, in split products, in TA products
+    local t = M.heuristic(shape)
+    t.gemm_bias = where
     add(t)
   end
   local serial = M.heuristic(shape) -- each kernel placed only after the one before it ends
@@ -397,7 +414,7 @@ local function new_plan(shape, t)
     part = part or "colpart"
     p.kernel("colsum_partial", { ceil_div(cols, 256), COL_SPLIT, 1 },
              { x, p.wsp(part), "i64:" .. rows, "i32:" .. cols })
-    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp(part), out, "i32:" .. cols })
+    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp(part), out, "i32:" .. cols, "i32:" .. COL_SPLIT })
   end
   -- The edit-bias gradients from gS (templates/edit_attention_bwd.cu): one
   -- bias_grads block per 256 // ct rows of a head (ct threads a row: its T
@@ -441,13 +458,15 @@ local function plan_fused(shape, t, arch)
       a = "in:grad_output", b = "in:out_weight", c = "ws:gA", rowdot = true },
     { name = "grad_out_weight", comment = "grad_out_weight [1024,1024] = grad_output^T @ attention_output",
       m = HID, n = HID, k = BT, lda = HID, ldb = HID, ldc = HID, ta = true, tb = false,
-      a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight" },
+      a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight",
+      bias = "out:grad_out_bias", bias_part = "colpart_out" },
     { name = "grad_hidden", comment = "grad_hidden_states [BT,1024] = grad_qkv [BT,3072] @ qkv_weight [3072,1024]",
       m = BT, n = HID, k = QKV, lda = QKV, ldb = HID, ldc = HID, ta = false, tb = false,
       a = "ws:gqkv", b = "in:qkv_weight", c = "out:grad_hidden_states", b_early = true },
     { name = "grad_qkv_weight", comment = "grad_qkv_weight [3072,1024] = grad_qkv^T @ hidden_states",
       m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
-      a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight", b_early = true },
+      a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight", b_early = true,
+      bias = "out:grad_qkv_bias", bias_part = "colpart_qkv" },
   }
   -- Each product on mma.sync, or (wg = 1) on wgmma with B transposed into
   -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
@@ -513,21 +532,27 @@ local function plan_fused(shape, t, arch)
     p.kernel("transpose", { ceil_div(g.kp, 64), ceil_div(g.n, 64), 1 },
              { bind(g.b), wsp("tB_" .. g.name), "i64:" .. g.k, "i32:" .. g.n, "i64:" .. g.kp })
   end
+  -- A product whose A's column sums are a bias gradient makes them itself
+  -- (gemm_bias: TMA-fed TA products, templates/gemm_tma.cu), one row of sums
+  -- per K slice, added in slice order by colsum_final; gemm() returns true then.
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
     local split = g.choice.splits > 1
     local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
     local out = split and wsp("splitk_" .. g.name) or bind(g.c)
+    local sums = g.bias and g.choice.tma and g.ta and c.bm == 128 and (t.gemm_bias == 2 or t.gemm_bias == 1 and split)
     if g.choice.tma then
       p.render("gemm_tma_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta,
         BM = c.bm, BN = c.bn, STAGES = c.stages, RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
+        COLSUM = sums and true or false,
       })
       -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
       local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                     or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
       local map_b = string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK)
-      p.kernel(g.name, grid, { map_a .. bind(g.a), map_b .. wsp("tB_" .. g.name), out, "f32:one" },
+      local colsum = not sums and "i64:0" or split and wsp(g.bias_part) or g.bias
+      p.kernel(g.name, grid, { map_a .. bind(g.a), map_b .. wsp("tB_" .. g.name), out, "f32:one", colsum },
                { c.bm // 64 * 128 + 128, 1, 1 }, tma_smem(c, g.ta)) -- tc::gemm_tma_threads
     elseif g.choice.wg then
       p.render("gemm_wg_kernel.cu", {
@@ -557,6 +582,11 @@ local function plan_fused(shape, t, arch)
       p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
                { wsp("splitk_" .. g.name), bind(g.c), "f32:one" })
     end
+    if sums and split then
+      p.kernel("colsum_final", { ceil_div(g.m, 256), 1, 1 },
+               { wsp(g.bias_part), g.bias, "i32:" .. g.m, "i32:" .. g.choice.splits })
+    end
+    return sums
   end
 
   -- Three lanes. Lane 0 (the stream of greatest priority) is the chain
@@ -573,8 +603,7 @@ local function plan_fused(shape, t, arch)
   transpose_b(ghid)
   if ghid.choice.wg then p.signal("ghid_b") end
   transpose_b(gow)
-  gemm(gow)
-  p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out")
+  if not gemm(gow) then p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out") end
   p.on(2)
   transpose_b(gqw)
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
@@ -653,10 +682,11 @@ local function plan_fused(shape, t, arch)
   end
   p.on(2)
   p.wait("grad_qkv")
-  gemm(gqw)
-  p.on(1)
-  p.wait("grad_qkv")
-  p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+  if not gemm(gqw) then
+    p.on(1)
+    p.wait("grad_qkv")
+    p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+  end
   p.on(0)
   if ghid.choice.wg then p.wait("ghid_b") end
   gemm(ghid)

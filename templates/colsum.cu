@@ -1,6 +1,7 @@
 // Column sums of x [rows, ncols] (bias gradients) in two deterministic steps:
 // partial sums over {{COL_SPLIT}} slices of the rows, then one pass over those
-// partials of each column.
+// partials of each column. colsum_final also adds, in slice order, the sums a
+// TMA-fed TA product makes of its A per K slice (gemm_bias, templates/gemm_tma.cu).
 //
 // colsum_partial: grid (ncols / 256, {{COL_SPLIT}}). A block takes 256 columns
 // of one slice: 64 threads of four adjacent columns (ncols % 4 == 0; one
@@ -43,11 +44,11 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 extern "C" __global__ void __launch_bounds__(256)
-{{PREFIX}}_colsum_final(const float *__restrict__ partials, float *__restrict__ out, int ncols) {
+{{PREFIX}}_colsum_final(const float *__restrict__ partials, float *__restrict__ out, int ncols, int nparts) {
     tc::pdl_enter();
     const int c = blockIdx.x * 256 + threadIdx.x;
     if (c >= ncols) return;
     float s = 0.f;
-    for (int p = 0; p < {{COL_SPLIT}}; ++p) s += partials[(long long)p * ncols + c];
+    for (int p = 0; p < nparts; ++p) s += partials[(long long)p * ncols + c];
     out[c] = s;
 }

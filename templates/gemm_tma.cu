@@ -21,6 +21,12 @@
 // launch by runtime/launch_edit_attention.c; helpers in templates/tma.cu): B
 // over [N, LDB] with a box of 32 x BN, swizzled; A over [M, LDA] with 32 x BM
 // (swizzled) or, TA, over [K, LDA] with BM x 32 (plain).
+//
+// COLSUM (TA only): the column sums of A over the block's K slice, made by
+// the producer from the raw tiles it transposes anyway (so a bias gradient,
+// the column sums of the same matrix, needs no pass of its own over it). The
+// blocks of the first BN columns make them, each of its 96 threads over the
+// rows it copies, added in a fixed order: colsum[split * M + m].
 namespace tc {
 
 // d[BN/2] += A (64 x 8, descriptor a) @ B (8 x BN, descriptor b), both K-major.
@@ -38,14 +44,15 @@ template <int BN> __device__ __forceinline__ void wgmma_tf32_ss(float (&d)[BN / 
 __host__ __device__ constexpr int gemm_tma_threads(int bm) { return 128 + bm / 64 * 128; }
 constexpr int TMA_PREP_THREADS = 96;
 
-template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT>
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
-                                         float alpha, int split) {
+                                         float alpha, int split, float *__restrict__ colsum = nullptr) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
     // BM = 256 would need 640 threads, too many for the accumulators' registers.
     static_assert(BM == 128 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % 32 == 0, "tma product tiles");
     static_assert(M < (1ll << 31) && N < (1ll << 31) && K < (1ll << 31), "TMA coordinates are 32-bit");
     static_assert(!TA || RAW >= 1, "TA needs raw tiles");
+    static_assert(!COLSUM || TA, "column sums of A are made from the raw TA tiles");
     extern __shared__ float4 smem4[];
     const unsigned raw_addr = smem_u32(smem4);
     float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw_addr % 1024) % 1024) / 4; // launch asks 1 KiB more
@@ -87,18 +94,28 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     }
     if (wg == 0) { // the rest of the producer: A made ready for the tensor cores
         const int p = tid - 32;
+        // Chunk i = p + 96 j is column m = i % BM: for BM = 128 thread p meets
+        // the four columns (p + 96 j) % 128, j % 4, so four sums (COLSUM).
+        constexpr int ITERS = (BM * 8 + TMA_PREP_THREADS - 1) / TMA_PREP_THREADS;
+        static_assert(!COLSUM || BM == 128, "the column sums' thread map is BM = 128's");
+        const bool sums = COLSUM && blockIdx.x == 0;
+        float cs[4] = {0.f, 0.f, 0.f, 0.f};
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(&full[s], (kt / STAGES) & 1);
             float *As = smem + s * STAGE + B_TILE;
             // 16-byte chunk c of row m: consecutive threads take consecutive rows.
 #pragma unroll
-            for (int i = p; i < BM * 8; i += TMA_PREP_THREADS) {
+            for (int j = 0; j < ITERS; ++j) {
+                const int i = p + j * TMA_PREP_THREADS;
+                if (i >= BM * 8) break;
                 const int m = i % BM, c = i / BM;
                 if constexpr (TA) { // raw [32, BM] -> the swizzled K-major tile, rounded
                     const float *R = raw + (kt % RAW) * A_TILE + 4 * c * BM + m;
+                    const float r0 = R[0], r1 = R[BM], r2 = R[2 * BM], r3 = R[3 * BM];
                     *reinterpret_cast<uint4 *>(&As[m * 32 + 4 * (c ^ (m % 8))]) =
-                        make_uint4(to_tf32(R[0]), to_tf32(R[BM]), to_tf32(R[2 * BM]), to_tf32(R[3 * BM]));
+                        make_uint4(to_tf32(r0), to_tf32(r1), to_tf32(r2), to_tf32(r3));
+                    if (COLSUM && sums) cs[j % 4] += ((r0 + r1) + r2) + r3; // rows past K are the TMA's zeros
                 } else { // rounded in place; the chunks in a rotated order against bank conflicts
                     uint4 *q = reinterpret_cast<uint4 *>(&As[m * 32 + 4 * ((c + m) % 8)]);
                     const float4 v = *reinterpret_cast<const float4 *>(q);
@@ -108,6 +125,24 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             fence_async_shared(); // the rounded tile, to the wgmmas (async proxy)
             mbar_arrive(&ready[s]);
             if constexpr (TA) mbar_arrive(&raw_free[kt % RAW]);
+        }
+        if constexpr (COLSUM) {
+            if (!sums) return;
+            // Every raw tile has been read (each TMA copy into them was waited
+            // for above), so they hold the 96 x 4 partial sums; column m's three
+            // threads are m % 32 + 32 k, added in the order of k.
+            asm volatile("bar.sync 1, 96;" ::: "memory");
+            raw[4 * p + 0] = cs[0], raw[4 * p + 1] = cs[1], raw[4 * p + 2] = cs[2], raw[4 * p + 3] = cs[3];
+            asm volatile("bar.sync 1, 96;" ::: "memory");
+            for (int m = p; m < BM; m += TMA_PREP_THREADS) {
+                float total = 0.f;
+#pragma unroll
+                for (int k = 0; k < 3; ++k) {
+                    const int q = m % 32 + 32 * k; // thread q met column m at j % 4 == ((q - m) / 32) mod 4
+                    total += raw[4 * q + (((q - m + BM) / 32) & 3)];
+                }
+                if (m0 + m < M) colsum[(i64)split * M + m0 + m] = total;
+            }
         }
         return;
     }

@@ -257,7 +257,7 @@ static const char *pointer_of(const char *arg) { return strncmp(arg, "tmap:", 5)
  * workspace), the producer and consumer warpgroups, the stages it was given. */
 static void check_tma_product(const kernel_plan *p, const plan_launch *x, const attnbwd_shape *s) {
     assert_true(strstr(p->tiles, "tma=1") && strstr(p->tiles, "wg=1"));
-    assert_true(x->n_args == 4);
+    assert_true(x->n_args == 5);
     const tmap_arg a = parse_tmap(x->args[0]), b = parse_tmap(x->args[1]);
     const int ta = !a.swizzle;
     const unsigned bm = ta ? a.box_cols : a.box_rows, bn = b.box_rows;
@@ -314,6 +314,55 @@ static void check_attention_maps(const kernel_plan *p, const plan_launch *x, con
         const tmap_arg m = parse_tmap(arg);
         assert_true(m.rows == n[i] && m.cols == cols[i] && m.ld == cols[i]);
         assert_true(m.box_rows == 32 && m.box_cols == 32 && m.swizzle == 1);
+    }
+}
+
+/* The two column-sum bias gradients, each named by exactly one launch: with
+ * gemm_bias=2 (or 1 where its K is split) a TMA-fed TA product makes the
+ * sums of its A (grad_qkv for grad_qkv_bias, grad_output for grad_out_bias)
+ * as it copies it, straight into the bias (K not split) or one row per K
+ * slice that colsum_final adds later on its lane; otherwise (its colsum
+ * argument null) a colsum_partial pass over that matrix and colsum_final do. */
+static void check_bias_sums(const kernel_plan *p) {
+    static const char *bias[2] = {"out:grad_qkv_bias", "out:grad_out_bias"},
+                      *product[2] = {"_grad_qkv_weight", "_grad_out_weight"}, *matrix[2] = {"", "in:grad_output"};
+    for (int b = 0; b < 2; ++b) {
+        int writers = 0, maker = -1, partial_pass = 0;
+        for (int l = 0; l < p->n_launches; ++l) {
+            const plan_launch *x = &p->launches[l];
+            for (int i = 0; i < x->n_args; ++i) writers += !strcmp(x->args[i], bias[b]);
+            if (strstr(x->name, product[b]) && !strstr(x->name, "_reduce")) maker = l;
+            if (strstr(x->name, "_colsum_partial") && (b == 0 ? !strncmp(x->args[0], "ws:", 3)
+                                                              : !strcmp(x->args[0], matrix[b])))
+                partial_pass = 1;
+        }
+        assert_int_equal(writers, 1);
+        assert_true(maker >= 0);
+        const plan_launch *g = &p->launches[maker];
+        const int tma_ta = !strncmp(g->args[0], "tmap:", 5) && parse_tmap(g->args[0]).swizzle == 0;
+        const long where = tile(p->tiles, "gemm_bias"); /* 1: where K is split, 2: always */
+        const int sums = tma_ta && (where == 2 || (where == 1 && g->grid[2] > 1));
+        assert_int_equal(partial_pass, !sums);
+        if (tma_ta) assert_int_equal(!strcmp(g->args[4], "i64:0"), !sums);
+        if (!sums) continue;
+        /* the product's kernel instantiates the producer with COLSUM, its last template argument */
+        const char *call = strstr(strstr(p->source, g->name), "tc::gemm_tma<");
+        assert_non_null(call);
+        const char *close = strstr(call, ">(");
+        assert_true(close && close - call > 3 && !strncmp(close - 3, ", 1", 3));
+        if (g->grid[2] == 1) {
+            assert_string_equal(g->args[4], bias[b]);
+            continue;
+        }
+        int fin = maker + 1; /* the slices' sums, added after the product on its lane */
+        while (fin < p->n_launches && !strstr(p->launches[fin].name, "_colsum_final")) fin++;
+        assert_true(fin < p->n_launches);
+        const plan_launch *f = &p->launches[fin];
+        assert_int_equal(f->lane, g->lane);
+        assert_string_equal(f->args[0], g->args[4]);
+        assert_string_equal(f->args[1], bias[b]);
+        assert_int_equal(strtol(f->args[3] + 4, NULL, 10), (long)g->grid[2]);
+        assert_int_equal(strtol(f->args[2] + 4, NULL, 10), (long)parse_tmap(g->args[0]).cols);
     }
 }
 
@@ -438,6 +487,7 @@ static void edit_attention_plans(void **state) {
                 assert_true(ldd % 4 == 0 && off + 4 * cols * ldd <= p.workspace_bytes);
             }
             check_bias_rows(&p, &s);
+            if (fused) check_bias_sums(&p);
             check_lanes(&p);
             check_pdl(&p);
             /* gQ on wgmma (wg_gq=1 with wg=1 and gs_store=1) needs sm_90a too, and no transpose. */
