@@ -118,6 +118,8 @@ function M.heuristic(shape, arch)
   -- slower on most of the others, whose products leave SMs idle for the pass
   -- beside them (docs/benchmarks.md).
   t.gemm_bias = 1
+  -- With att_tma=1: P and Pd asked for by another thread than the rows (0: the same).
+  t.p_issuer = 0
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -173,6 +175,9 @@ function M.validate(shape, t, arch)
   end
   if t.lane_pri ~= 0 and t.lane_pri ~= 1 and t.lane_pri ~= 2 then
     return "lane_pri must be 0, 1 or 2 (lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest)"
+  end
+  if t.p_issuer ~= 0 and t.p_issuer ~= 1 then
+    return "p_issuer must be 0 or 1 (with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, or by another warp's)"
   end
   if t.gemm_bias ~= 0 and t.gemm_bias ~= 1 and t.gemm_bias ~= 2 then
     return "gemm_bias must be 0, 1 or 2 (the bias gradients' column sums in a pass of their own, inside the "
@@ -250,6 +255,11 @@ function M.candidates(shape)
     t = M.heuristic(shape)
     t.att_tma = 1 - t.att_tma -- P and Pd by the TMA, or by every thread of the attention pass (cp.async)
     add(t)
+    if first.att_tma == 1 then
+      t = M.heuristic(shape)
+      t.p_issuer = 1 - t.p_issuer -- P's copies asked for beside the rows', by another warp
+      add(t)
+    end
   end
   local late = M.heuristic(shape) -- all of grad_edit_region_bias written after the attention pass
   late.zero_early = 0
@@ -700,7 +710,7 @@ local function plan_fused(shape, t, arch)
                                    SYNC_PASS = not att_wg })
   if att_wg then
     p.render("attention_wg.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
-                                  P_TMA = att_tma and 1 or 0 })
+                                  P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer })
   end
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld })

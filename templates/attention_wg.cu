@@ -45,6 +45,10 @@ constexpr i64 kB = {{B}}, kT = {{T}}, GS_LD = {{GS_LD}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
 constexpr int BJ = 64, BI = 64, HALF = 32, P_STAGES = {{P_STAGES}};
 constexpr bool P_TMA = {{P_TMA}};
+// The thread of a warpgroup that asks the TMA for P and Pd: 0, the one that
+// asks for the rows, or (p_issuer=1) the first of its second warp, so that
+// the two sets of copies are issued side by side.
+constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 // P and Pd rows (32 of a warpgroup's rows per tile): read down their columns,
@@ -224,7 +228,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     // `slot`: four boxes of 8 x 68 each (see the top), asked for by the
     // warpgroup's first thread, counted in bytes on the slot's barrier.
     auto load_p = [&](int i0, int slot) {
-        if (i0 >= kT || wt != 0) return;
+        if (i0 >= kT || wt != P_ISSUER) return;
         float *dp = ring + slot * 2 * P_TILE;
         tc::mbar_expect_tx(full + slot, 2 * P_TILE * 4);
         const i64 r = head_rows + i0 + HALF * w; // the tile's first row of P
