@@ -120,6 +120,9 @@ function M.heuristic(shape, arch)
   t.gemm_bias = 1
   -- With att_tma=1: P and Pd asked for by another thread than the rows (0: the same).
   t.p_issuer = 0
+  -- gQ's tiles (wg_gq): 64 rows of gS a block where 128 would give fewer
+  -- blocks than two an SM (small B*T: a block then waits alone on its loads).
+  t.gq_bn = ceil_div(shape.seq_len, 128) * shape.batch * H < 2 * SMS and 64 or 128
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -175,6 +178,9 @@ function M.validate(shape, t, arch)
   end
   if t.lane_pri ~= 0 and t.lane_pri ~= 1 and t.lane_pri ~= 2 then
     return "lane_pri must be 0, 1 or 2 (lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest)"
+  end
+  if t.gq_bn ~= 64 and t.gq_bn ~= 128 then
+    return "gq_bn must be 64 or 128 (rows of gS a block of gQ on wgmma takes)"
   end
   if t.p_issuer ~= 0 and t.p_issuer ~= 1 then
     return "p_issuer must be 0 or 1 (with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, or by another warp's)"
@@ -245,6 +251,9 @@ function M.candidates(shape)
     add(t)
     t = M.heuristic(shape)
     t.wg_gq = 0
+    add(t)
+    t = M.heuristic(shape)
+    t.gq_bn = 192 - t.gq_bn -- gQ's blocks of 64 or 128 rows
     add(t)
     t = M.heuristic(shape)
     t.tma = 0 -- the wgmma products with every thread copying (templates/gemm_wg.cu)
@@ -667,7 +676,7 @@ local function plan_fused(shape, t, arch)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local kname = p.prefix .. "_grad_query"
     if gq_wg then
-      local w = { bm = 64, bn = 128, stages = 4 }
+      local w = { bm = 64, bn = t.gq_bn, stages = 4 }
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,

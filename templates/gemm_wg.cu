@@ -6,7 +6,8 @@
 //
 // A block of BM/64 warpgroups computes BM x BN outputs over one slice of K
 // (`split`, KSPLIT columns): warpgroup w owns rows 64w..64w+63 and all BN
-// columns, one m64n128k8 wgmma per 128 columns and 8 k. B tiles of 32 k (128
+// columns, one m64n128k8 wgmma per 128 columns and 8 k (BN = 64: one
+// m64n64k8, twice the blocks where few would fill the GPU: gQ's). B tiles of 32 k (128
 // bytes a row) sit in shared memory in the 128-byte swizzle the descriptor
 // names: row r's 16-byte chunk c at chunk c ^ (r % 8), rows 128 bytes apart,
 // so a k step of 8 is the descriptor's address plus 32 bytes. A tiles keep
@@ -177,13 +178,14 @@ template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int ST
           bool B_RAW = false, bool TC = false>
 __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float *__restrict__ B,
                                         float *__restrict__ C, i64 ldc, float alpha, int split) {
-    constexpr int NT = BM / 64 * 128, NH = BN / 128;
+    constexpr int NT = BM / 64 * 128, WN = BN < 128 ? BN : 128, NH = BN / WN; // NH wgmmas of WN columns
     // B first in each stage: every tile size here is a multiple of 1024 bytes,
     // so each B tile starts where the swizzle pattern does.
     constexpr int A_LD = TA ? BM + 8 : A_SW ? 32 : 36, A_SIZE = TA ? 32 * A_LD : BM * A_LD;
     constexpr int B_SIZE = BN * 32, STAGE = A_SIZE + B_SIZE;
-    static_assert(BM % 64 == 0 && BN % 128 == 0 && STAGES >= 3 && KSPLIT % 32 == 0, "wgmma tiles");
+    static_assert(BM % 64 == 0 && (BN == 64 || BN % 128 == 0) && STAGES >= 3 && KSPLIT % 32 == 0, "wgmma tiles");
     static_assert(!(A_SW && TA), "A from shared memory must be K-major");
+    static_assert(!(A_SW && BN == 64), "BN = 64 takes A from registers");
     static_assert(A_SIZE % 256 == 0, "stages of whole 1024-byte blocks");
     extern __shared__ float4 smem4[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
@@ -208,11 +210,11 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
         else copy_tile<BM, 32, NT>(As, A_LD, A, LDA, m0, k0, M, kend);
     };
 
-    float acc[NH][64];
+    float acc[NH][WN / 2];
 #pragma unroll
     for (int h = 0; h < NH; ++h)
 #pragma unroll
-        for (int i = 0; i < 64; ++i) acc[h][i] = 0.f;
+        for (int i = 0; i < WN / 2; ++i) acc[h][i] = 0.f;
     unsigned af[2][4][4]; // A fragments of 4 k steps; the set of tile kt-1 may still be read
 
     // One k tile: tiles kt+1 .. kt+STAGES-2 load while its wgmmas run; the
@@ -242,8 +244,9 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
         for (int s = 0; s < 4; ++s)
 #pragma unroll
             for (int h = 0; h < NH; ++h) {
-                const unsigned long long b = wg_desc(Bs + h * 128 * 32 + 8 * s);
-                if constexpr (A_SW) wgmma_n128_tf32_ss(acc[h], wg_desc(As + wg * 64 * 32 + 8 * s), b);
+                const unsigned long long b = wg_desc(Bs + h * WN * 32 + 8 * s);
+                if constexpr (WN == 64) wgmma_n64_tf32(acc[h], a[s], b);
+                else if constexpr (A_SW) wgmma_n128_tf32_ss(acc[h], wg_desc(As + wg * 64 * 32 + 8 * s), b);
                 else wgmma_n128_tf32(acc[h], a[s], b);
             }
         wg_commit();
@@ -266,8 +269,8 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
 #pragma unroll
     for (int h = 0; h < NH; ++h)
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const i64 c = n0 + 128 * h + 8 * j + 2 * t;
+        for (int j = 0; j < WN / 8; ++j) {
+            const i64 c = n0 + WN * h + 8 * j + 2 * t;
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const i64 rr = r + 8 * e;

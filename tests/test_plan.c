@@ -454,6 +454,17 @@ static void edit_attention_plans(void **state) {
                     gemms++;
                     assert_true(x->shared_bytes > 48 * 1024); /* cp.async or TMA stages */
                     if (!strncmp(x->args[0], "tmap:", 5)) check_tma_product(&p, x, &s);
+                    if (!strcmp(kind, "grad_query") && strstr(p.source, "gQ^T = scale")) {
+                        /* gQ on wgmma: blocks of gq_bn rows of gS, one warpgroup, per (b, h) */
+                        const long bn = tile(p.tiles, "gq_bn");
+                        assert_true(bn == 64 || bn == 128);
+                        assert_int_equal(x->grid[0], (unsigned)((s.seq_len + bn - 1) / bn));
+                        assert_int_equal(x->grid[2], (unsigned)(s.batch * 16));
+                        assert_int_equal(x->block[0], 128);
+                        char tiles[48];
+                        snprintf(tiles, sizeof tiles, "wgmma tiles 64x%ldx32", bn);
+                        assert_non_null(strstr(p.source, tiles));
+                    }
                     tma_products += !strncmp(x->args[0], "tmap:", 5);
                     if (x->grid[2] > 1 && strcmp(kind, "grad_query")) { /* grad_query: z is (b, h) */
                         assert_true(l + 1 < p.n_launches);
