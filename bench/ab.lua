@@ -1,0 +1,62 @@
+-- A/B of tile choices on whole calls, all variants in one process:
+--   attnbwd lua bench/ab.lua MODE SUITE VARIANT...
+-- MODE: compile (no GPU needed with --arch), check (fp64 reference), time
+-- (best of AB_REPS medians of AB_ITERS launches, cold L2, the variants taken
+-- in turn so that drift hits them alike). VARIANT: "-" for the heuristic's
+-- tiles, else "key=value ..." laid over them. AB_SHAPES="1,5" limits the
+-- suite to those workloads (from 1). With two variants, the last column is
+-- the second's time against the first's.
+local attnbwd = require "attnbwd"
+local mode, suite = arg[1], arg[2]
+local variants = { table.unpack(arg, 3) }
+if not (mode == "compile" or mode == "check" or mode == "time") or not suite or #variants == 0 then
+  io.stderr:write("usage: attnbwd lua bench/ab.lua compile|check|time SUITE VARIANT... (VARIANT: - or \"key=value ...\")\n")
+  os.exit(2)
+end
+local only
+if os.getenv("AB_SHAPES") then
+  only = {}
+  for n in os.getenv("AB_SHAPES"):gmatch("%d+") do only[tonumber(n)] = true end
+end
+local reps, iters = tonumber(os.getenv("AB_REPS") or "2"), tonumber(os.getenv("AB_ITERS") or "20")
+local function tiles_of(v) return v ~= "-" and v or nil end
+
+local logsum, timed = {}, 0
+for idx, case in ipairs(attnbwd.suite(suite)) do
+  if not only or only[idx] then
+    local line = string.format("#%-2d B=%-3d T=%-5d", idx, case.batch, case.seq_len)
+    if mode == "compile" then
+      for _, v in ipairs(variants) do
+        local r = attnbwd.compile(case, tiles_of(v))
+        line = line .. string.format(" [%s %s %.1fs]", v, r.origin, r.seconds)
+      end
+    elseif mode == "check" then
+      for _, v in ipairs(variants) do
+        local r = attnbwd.check(case, tiles_of(v))
+        line = line .. string.format(" [%s %s err %.3g match %.6f nonfinite %s]", v, r.pass and "PASS" or "FAIL",
+                                     r.max_abs_err, r.match, tostring(r.nonfinite))
+      end
+    else
+      local best = {}
+      for _ = 1, reps do
+        for i, v in ipairs(variants) do
+          local us = attnbwd.time(case, tiles_of(v), iters)
+          if not best[i] or us < best[i] then best[i] = us end
+        end
+      end
+      timed = timed + 1
+      for i = 1, #variants do
+        logsum[i] = (logsum[i] or 0) + math.log(best[i])
+        line = line .. string.format(" %10.1f", best[i])
+      end
+      if #variants == 2 then line = line .. string.format("  %+6.1f%%", 100 * (best[2] / best[1] - 1)) end
+    end
+    print(line)
+    io.stdout:flush()
+  end
+end
+if mode == "time" and timed > 0 then
+  local line = string.format("%-22s", "geomean")
+  for i = 1, #variants do line = line .. string.format(" %10.1f", math.exp(logsum[i] / timed)) end
+  print(line)
+end
