@@ -132,27 +132,55 @@ function M.heuristic(shape, arch)
   return t
 end
 
+-- The tile keys that take one of a few values, in the order they are
+-- checked, each with what its values mean (the message of a bad one).
+local CHOICES = {
+  { "precision", { 0, 1, 2 }, "tf32, exact fp32, fp16 operands" },
+  { "col_split", { COL_SPLIT }, "the bias column sums' row slices, fixed" },
+  { "fused", { 0, 1 }, "one pass over P and Pd, or the first sequence" },
+  { "bj", { 32, 64 }, "keys per attention block" },
+  { "gs_store", { 0, 1 }, "gS through the workspace, or float atomics inside the pass" },
+  { "wg", { 0, 1 }, "the products on wgmma where the model says so" },
+  { "kv_split", { 0, 1 }, "gV and gK on separate warps" },
+  { "p_stages", { 0, 2, 3 }, "P and Pd through registers, or a ring of 2 or 3 buffers in shared memory" },
+  { "pdl", { 0, 1, 2 }, "none, placed as the kernel ahead ends, or placed early" },
+  { "a_smem", { 0, 1 }, "wgmma's A from registers or from shared memory" },
+  { "wg_gq", { 0, 1 }, "gQ on wgmma where wg=1 and gs_store=1" },
+  { "wg_att", { 0, 1 }, "the attention pass on wgmma where wg=1, gs_store=1, bj=64 and p_stages=2" },
+  { "zero_early", { 0, 1 }, "grad_edit_region_bias's rows past T written at the start, where gs_store=1" },
+  { "tma", { 0, 1 }, "the wgmma products fed by the TMA, where wg=1" },
+  { "tr_vec", { 0, 1 }, "the transposes of B with 16-byte loads and stores, where wg=1" },
+  { "att_tma", { 0, 1 }, "P and Pd copied by the TMA in the attention pass on wgmma, where wg_att=1" },
+  { "lane_pri", { 0, 1, 2 }, "lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest" },
+  { "gq_bn", { 64, 128 }, "rows of gS a block of gQ on wgmma takes" },
+  { "p_issuer", { 0, 1 }, "with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, "
+                          .. "or by another warp's" },
+  { "gemm_bias", { 0, 1, 2 }, "the bias gradients' column sums in a pass of their own, inside the TMA-fed TA "
+                              .. "products where their K is split, or inside them always" },
+  { "gs_pad", { 4, 8, 32 }, "gS rows padded to a multiple of that many floats: 16, 32 or 128 bytes" },
+}
+
+-- "a, b or c"
+local function listed(values)
+  local s = tostring(values[1])
+  for i = 2, #values do s = s .. (i == #values and " or " or ", ") .. tostring(values[i]) end
+  return s
+end
+
 function M.validate(shape, t, arch)
   if shape.seq_len > POS then
     return string.format("T=%d: longer than the 1024 positions of edit_region_bias (not supported yet)", shape.seq_len)
   end
-  if t.precision ~= 0 and t.precision ~= 1 and t.precision ~= 2 then
-    return "precision " .. tostring(t.precision) .. ": 0 (tf32), 1 (fp32) or 2 (fp16)"
+  for _, c in ipairs(CHOICES) do
+    local key, values, meaning = c[1], c[2], c[3]
+    local ok = false
+    for _, v in ipairs(values) do ok = ok or t[key] == v end
+    if not ok then
+      return string.format("%s must be %s (%s)", key, listed(values), meaning)
+    end
   end
-  if t.col_split ~= COL_SPLIT then return "col_split must be " .. COL_SPLIT end
-  if t.fused ~= 0 and t.fused ~= 1 then return "fused must be 0 or 1" end
-  if t.bj ~= 32 and t.bj ~= 64 then return "bj (keys per attention block) must be 32 or 64" end
-  if t.gs_store ~= 0 and t.gs_store ~= 1 then return "gs_store must be 0 or 1" end
-  if t.wg ~= 0 and t.wg ~= 1 then return "wg must be 0 or 1" end
-  if t.kv_split ~= 0 and t.kv_split ~= 1 then return "kv_split must be 0 or 1" end
   if t.kv_split == 1 and t.fused ~= 1 then return "kv_split=1 (gV and gK on separate warps) is for fused=1" end
-  if t.p_stages ~= 0 and t.p_stages ~= 2 and t.p_stages ~= 3 then
-    return "p_stages must be 0 (P and Pd through registers), 2 or 3 (a ring in shared memory)"
-  end
   if t.p_stages ~= 0 and t.fused ~= 1 then return "p_stages is for fused=1" end
-  if t.pdl ~= 0 and t.pdl ~= 1 and t.pdl ~= 2 then
-    return "pdl must be 0 (none), 1 (placed as the kernel ahead ends) or 2 (placed early)"
-  end
   if t.pdl ~= 0 and not pdl_arch(arch) then
     return "pdl=" .. t.pdl .. " (programmatic dependent launch) needs sm_90 or newer; " .. arch .. " has none"
   end
@@ -160,38 +188,7 @@ function M.validate(shape, t, arch)
     return "wg=1 (wgmma products) is for precision 0 (tf32) with fused=1"
   end
   if t.wg == 1 and not wgmma_arch(arch) then return "wg=1 needs sm_90 (wgmma); " .. arch .. " has none" end
-  if t.a_smem ~= 0 and t.a_smem ~= 1 then return "a_smem must be 0 or 1" end
   if t.a_smem == 1 and t.wg ~= 1 then return "a_smem=1 (wgmma's A from shared memory) is for wg=1" end
-  if t.wg_gq ~= 0 and t.wg_gq ~= 1 then return "wg_gq must be 0 or 1 (gQ on wgmma where wg=1 and gs_store=1)" end
-  if t.wg_att ~= 0 and t.wg_att ~= 1 then
-    return "wg_att must be 0 or 1 (the attention pass on wgmma where wg=1, gs_store=1, bj=64 and p_stages=2)"
-  end
-  if t.zero_early ~= 0 and t.zero_early ~= 1 then
-    return "zero_early must be 0 or 1 (grad_edit_region_bias's rows past T written at the start, where gs_store=1)"
-  end
-  if t.tma ~= 0 and t.tma ~= 1 then return "tma must be 0 or 1 (the wgmma products fed by the TMA, where wg=1)" end
-  if t.tr_vec ~= 0 and t.tr_vec ~= 1 then
-    return "tr_vec must be 0 or 1 (the transposes of B with 16-byte loads and stores, where wg=1)"
-  end
-  if t.att_tma ~= 0 and t.att_tma ~= 1 then
-    return "att_tma must be 0 or 1 (P and Pd copied by the TMA in the attention pass on wgmma, where wg_att=1)"
-  end
-  if t.lane_pri ~= 0 and t.lane_pri ~= 1 and t.lane_pri ~= 2 then
-    return "lane_pri must be 0, 1 or 2 (lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest)"
-  end
-  if t.gq_bn ~= 64 and t.gq_bn ~= 128 then
-    return "gq_bn must be 64 or 128 (rows of gS a block of gQ on wgmma takes)"
-  end
-  if t.p_issuer ~= 0 and t.p_issuer ~= 1 then
-    return "p_issuer must be 0 or 1 (with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, or by another warp's)"
-  end
-  if t.gemm_bias ~= 0 and t.gemm_bias ~= 1 and t.gemm_bias ~= 2 then
-    return "gemm_bias must be 0, 1 or 2 (the bias gradients' column sums in a pass of their own, inside the "
-           .. "TMA-fed TA products where their K is split, or inside them always)"
-  end
-  if t.gs_pad ~= 4 and t.gs_pad ~= 8 and t.gs_pad ~= 32 then
-    return "gs_pad must be 4, 8 or 32 (gS rows padded to a multiple of that many floats: 16, 32 or 128 bytes)"
-  end
   local n = arch and tonumber(arch:match("^sm_(%d+)"))
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"

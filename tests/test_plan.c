@@ -599,6 +599,16 @@ static void edit_attention_fits_smaller_devices(void **state) {
     }
     assert_int_equal(gen_plan(g, &s, "sm_90", "gs_pad=16", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "gs_pad must be 4, 8 or 32"));
+    /* Every enumerated key is refused outside its values, with them in the message. */
+    static const char *bad[][2] = {{"gq_bn=32", "gq_bn must be 64 or 128"},
+                                   {"gemm_bias=3", "gemm_bias must be 0, 1 or 2"},
+                                   {"p_issuer=2", "p_issuer must be 0 or 1"},
+                                   {"precision=3", "precision must be 0, 1 or 2"},
+                                   {"bj=48", "bj must be 32 or 64"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        assert_int_equal(gen_plan(g, &s, "sm_90", bad[i][0], &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+        if (!strstr(attnbwd_last_error(), bad[i][1])) fail_msg("%s: %s", bad[i][0], attnbwd_last_error());
+    }
     attnbwd_shape fp32 = s;
     fp32.precision = ATTNBWD_PRECISION_FP32;
     assert_int_equal(gen_plan(g, &fp32, "sm_90", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
