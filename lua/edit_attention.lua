@@ -425,12 +425,16 @@ local function new_plan(shape, t)
     w[#w + 1] = assert(p.events[name], "wait on " .. name .. " before it is signalled")
     p.waiting[p.lane] = w
   end
+  -- out [cols] = the sums of the nparts rows of partial sums in region part, in order.
+  function p.colsum_final(part, out, cols, nparts)
+    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp(part), out, "i32:" .. cols, "i32:" .. nparts })
+  end
   -- Column sums of x [rows, cols] into out, in two fixed-order steps (templates/colsum.cu).
   function p.colsum(x, out, rows, cols, part)
     part = part or "colpart"
     p.kernel("colsum_partial", { ceil_div(cols, 256), COL_SPLIT, 1 },
              { x, p.wsp(part), "i64:" .. rows, "i32:" .. cols })
-    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp(part), out, "i32:" .. cols, "i32:" .. COL_SPLIT })
+    p.colsum_final(part, out, cols, COL_SPLIT)
   end
   -- The edit-bias gradients from gS (templates/edit_attention_bwd.cu): one
   -- bias_grads block per 256 // ct rows of a head (ct threads a row: its T
@@ -556,7 +560,7 @@ local function plan_fused(shape, t, arch)
     local split = g.choice.splits > 1
     local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
     local out = split and wsp("splitk_" .. g.name) or bind(g.c)
-    local sums = g.bias and g.choice.tma and g.ta and c.bm == 128 and (t.gemm_bias == 2 or t.gemm_bias == 1 and split)
+    local sums = g.bias and g.choice.tma and g.ta and (t.gemm_bias == 2 or t.gemm_bias == 1 and split)
     if g.choice.tma then
       p.render("gemm_tma_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta,
@@ -598,10 +602,7 @@ local function plan_fused(shape, t, arch)
       p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
                { wsp("splitk_" .. g.name), bind(g.c), "f32:one" })
     end
-    if sums and split then
-      p.kernel("colsum_final", { ceil_div(g.m, 256), 1, 1 },
-               { wsp(g.bias_part), g.bias, "i32:" .. g.m, "i32:" .. g.choice.splits })
-    end
+    if sums and split then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
     return sums
   end
 
