@@ -22,6 +22,9 @@
 // over [N, LDB] with a box of 32 x BN, swizzled; A over [M, LDA] with 32 x BM
 // (swizzled) or, TA, over [K, LDA] with BM x 32 (plain).
 //
+// The block's tile is (bx, by) (BN columns, BM rows), its K slice `split`:
+// blockIdx's, or a position in a launch of two products (gemm_tma_pair_kernel.cu).
+//
 // COLSUM (TA only): the column sums of A over the block's K slice, made by
 // the producer from the raw tiles it transposes anyway (so a bias gradient,
 // the column sums of the same matrix, needs no pass of its own over it). The
@@ -46,7 +49,7 @@ constexpr int TMA_PREP_THREADS = 96;
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
-                                         float alpha, int split, float *__restrict__ colsum = nullptr) {
+                                         float alpha, int split, float *__restrict__ colsum, int bx, int by) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
     // BM = 256 would need 640 threads, too many for the accumulators' registers.
     static_assert(BM == 128 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % 32 == 0, "tma product tiles");
@@ -72,7 +75,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     }
     __syncthreads();
 
-    const int m0 = (int)((i64)blockIdx.y * BM), n0 = (int)((i64)blockIdx.x * BN);
+    const int m0 = (int)((i64)by * BM), n0 = (int)((i64)bx * BN);
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
     const int ktiles = (int)((kend - kbeg + 31) / 32);
 
@@ -98,7 +101,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         // the four columns (p + 96 j) % 128, j % 4, so four sums (COLSUM).
         constexpr int ITERS = (BM * 8 + TMA_PREP_THREADS - 1) / TMA_PREP_THREADS;
         static_assert(!COLSUM || BM == 128, "the column sums' thread map is BM = 128's");
-        const bool sums = COLSUM && blockIdx.x == 0;
+        const bool sums = COLSUM && bx == 0;
         float cs[4] = {0.f, 0.f, 0.f, 0.f};
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % STAGES;

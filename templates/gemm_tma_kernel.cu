@@ -7,5 +7,5 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads({{BM}}), 1)
     tc::pdl_enter();
     float *out = {{SPLITS}} > 1 ? C + (long long)blockIdx.z * {{M}} * {{N}} : C;
     tc::gemm_tma<{{M}}, {{N}}, {{K}}, {{TA}}, {{BM}}, {{BN}}, {{STAGES}}, {{RAW}}, {{KSPLIT}}, {{COLSUM}}>(
-        &map_a, &map_b, out, {{SPLITS}} > 1 ? {{N}} : {{LDC}}, {{SPLITS}} > 1 ? 1.f : alpha, blockIdx.z, colsum);
+        &map_a, &map_b, out, {{SPLITS}} > 1 ? {{N}} : {{LDC}}, {{SPLITS}} > 1 ? 1.f : alpha, blockIdx.z, colsum, blockIdx.x, blockIdx.y);
 }
