@@ -113,7 +113,7 @@ function M.heuristic(shape, arch)
   -- The bias gradients' column sums made inside the TA products that read
   -- the same matrix (grad_qkv_weight's A is grad_qkv, grad_out_weight's is
   -- grad_output), where they are TMA-fed: no colsum_partial pass over it.
-  -- 1: only where the product's K is split. Measured (2026-12-04, A/B of the
+  -- 1: only where the product's K is split (or, pair=1, it shares a launch). Measured (2026-12-04, A/B of the
   -- 16): 1.4-3.7% faster on three of the five with split products, 0.6-2.2%
   -- slower on most of the others, whose products leave SMs idle for the pass
   -- beside them (docs/benchmarks.md).
@@ -123,6 +123,12 @@ function M.heuristic(shape, arch)
   -- gQ's tiles (wg_gq): 64 rows of gS a block where 128 would give fewer
   -- blocks than two an SM (small B*T: a block then waits alone on its loads).
   t.gq_bn = ceil_div(shape.seq_len, 128) * shape.batch * H < 2 * SMS and 64 or 128
+  -- grad_hidden and grad_qkv_weight in one launch where B*T is small (each
+  -- product a wave or two of tiles, which ran one after the other): 1.8-4.4%
+  -- faster on 8 of the 11 public workloads with B*T <= 4096, 2.5-3.2% slower on
+  -- two, geomean -1.0% (2026-12-04, docs/benchmarks.md).
+  t.pair = t.tma == 1 and shape.batch * shape.seq_len <= 4096 and 1 or 0
+  t.side_start = 0 -- the side lanes after gA: measured no better (docs/lua-api.md)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
@@ -156,8 +162,10 @@ local CHOICES = {
   { "p_issuer", { 0, 1 }, "with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, "
                           .. "or by another warp's" },
   { "gemm_bias", { 0, 1, 2 }, "the bias gradients' column sums in a pass of their own, inside the TMA-fed TA "
-                              .. "products where their K is split, or inside them always" },
+                              .. "products where their K is split or they are paired, or inside them always" },
   { "gs_pad", { 4, 8, 32 }, "gS rows padded to a multiple of that many floats: 16, 32 or 128 bytes" },
+  { "pair", { 0, 1 }, "grad_hidden and grad_qkv_weight in one launch of TMA-fed blocks, where tma=1" },
+  { "side_start", { 0, 1 }, "the side lanes start with the call, or once gA is done" },
 }
 
 -- "a, b or c"
@@ -280,6 +288,14 @@ function M.candidates(shape)
     t.gs_pad = pad
     add(t)
   end
+  for _, pair in ipairs { 0, 1 } do -- grad_hidden and grad_qkv_weight in one launch, or each in its own
+    local t = M.heuristic(shape)
+    t.pair = pair
+    add(t)
+  end
+  local side = M.heuristic(shape) -- the side lanes after gA
+  side.side_start = 1 - side.side_start
+  add(side)
   for _, where in ipairs { 0, 1, 2 } do -- the bias gradients' column sums: own passes, in split products, in TA products
     local t = M.heuristic(shape)
     t.gemm_bias = where
@@ -379,6 +395,67 @@ end
 function M.choose_tma(m, n, k, ta, limit)
   local best = choose(TMA_CONFIGS, function(c) return tma_smem(c, ta) end, m, n, k, limit)
   if best then best.wg, best.tma = true, true end
+  return best
+end
+
+-- grad_hidden and grad_qkv_weight in one launch (pair=1,
+-- templates/gemm_tma_pair_kernel.cu): the tiles and K splits of both with the
+-- least modelled time for the two together. Blocks of the product with the
+-- longer ones go first; each block takes the SM that frees first (one block
+-- an SM), and takes PAIR_BLOCK_SETUP beyond its tile's work (its prologue and
+-- its tile's stores); split products add their reduce as choose() charges
+-- it. Returns the two choices in launch order, or nil where none fits.
+local PAIR_BLOCK_SETUP, PAIR_SPLITS, PAIR_MAX_BLOCKS = 3e-6, { 1, 2, 3, 4 }, 8 * SMS
+local function pair_makespan(n1, t1, n2, t2)
+  -- The SMs as groups of equal load, least first: each step gives the least
+  -- loaded group (or as many of its SMs as blocks are left) one block each.
+  local groups = { { load = 0, count = SMS } }
+  local function place(n, t)
+    while n > 0 do
+      local g = table.remove(groups, 1)
+      local k = math.min(n, g.count)
+      n = n - k
+      if g.count > k then table.insert(groups, 1, { load = g.load, count = g.count - k }) end
+      local load, i = g.load + t, 1
+      while groups[i] and groups[i].load < load do i = i + 1 end
+      if groups[i] and groups[i].load == load then groups[i].count = groups[i].count + k
+      else table.insert(groups, i, { load = load, count = k }) end
+    end
+  end
+  place(n1, t1)
+  place(n2, t2)
+  return groups[#groups].load
+end
+function M.choose_pair(g1, g2, limit)
+  local best
+  local function options(g)
+    local out = {}
+    for _, c in ipairs(TMA_CONFIGS) do
+      if not (limit and tma_smem(c, g.ta) > limit) then
+        for _, s in ipairs(PAIR_SPLITS) do
+          local kslice = ceil_div(ceil_div(g.k, s), GEMM_BK) * GEMM_BK
+          if ceil_div(g.k, kslice) == s and (s == 1 or kslice >= 4 * GEMM_BK) then
+            out[#out + 1] = { config = c, splits = s, kslice = kslice, wg = true, tma = true,
+                              blocks = ceil_div(g.m, c.bm) * ceil_div(g.n, c.bn) * s,
+                              block_time = PAIR_BLOCK_SETUP + 2 * c.bm * c.bn * kslice / c.rate,
+                              reduce = s > 1 and (2 * s + 1) * g.m * g.n * 4 / 3e12 + 3e-6 or 0,
+                              smem = tma_smem(c, g.ta) }
+          end
+        end
+      end
+    end
+    return out
+  end
+  for _, a in ipairs(options(g1)) do
+    for _, b in ipairs(options(g2)) do
+      if a.blocks + b.blocks <= PAIR_MAX_BLOCKS then
+        local x, y = a, b
+        if y.block_time > x.block_time then x, y = y, x end
+        local time = pair_makespan(x.blocks, x.block_time, y.blocks, y.block_time) + a.reduce + b.reduce
+        if not best or time < best.time then best = { time = time, a, b, swapped = x ~= a } end
+      end
+    end
+  end
   return best
 end
 
@@ -508,6 +585,12 @@ local function plan_fused(shape, t, arch)
       if w.time < g.choice.time then g.choice, g.kp = w, ceil_div(g.k, 4) * 4 end
     end
   end
+  -- pair=1: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
+  -- (their tiles and splits chosen together: M.choose_pair).
+  local pair = t.pair == 1 and t.tma == 1 and t.wg == 1 and M.choose_pair(products[3], products[4], smem_limit(arch))
+  if pair then
+    for i, g in ipairs { products[3], products[4] } do g.choice, g.kp = pair[i], ceil_div(g.k, 4) * 4 end
+  end
 
   -- Workspace: gA [BT,1024], grad_qkv [BT,3072], D [B,16,T], within/cross
   -- partials, gS, bias partials, column-sum partials; per product its
@@ -555,24 +638,55 @@ local function plan_fused(shape, t, arch)
   -- A product whose A's column sums are a bias gradient makes them itself
   -- (gemm_bias: TMA-fed TA products, templates/gemm_tma.cu), one row of sums
   -- per K slice, added in slice order by colsum_final; gemm() returns true then.
+  -- Whether a TMA-fed TA product makes its A's column sums (a bias gradient):
+  -- gemm_bias=2 always, 1 where its K is split or it is paired (pair=1: the
+  -- sums' own pass would otherwise be the call's last kernel on its lane).
+  local function makes_sums(g, paired)
+    return g.bias and g.ta and (t.gemm_bias == 2 or t.gemm_bias == 1 and (g.choice.splits > 1 or paired))
+  end
+  -- A TMA-fed product's template values (templates/gemm_tma.cu) and its
+  -- arguments (A's map, B's map, output, column sums), and whether it makes
+  -- its A's column sums.
+  local function tma_product(g, paired)
+    local c, split = g.choice.config, g.choice.splits > 1
+    local sums = makes_sums(g, paired)
+    local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
+                     RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false }
+    -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
+    local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
+                  or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
+    local map_b = string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK)
+    local out = split and wsp("splitk_" .. g.name) or bind(g.c)
+    local colsum = not sums and "i64:0" or split and wsp(g.bias_part) or g.bias
+    return values, { map_a .. bind(g.a), map_b .. wsp("tB_" .. g.name), out, colsum }, sums
+  end
+  -- After a product on its lane: the reduce of its K slices, its column sums' last step.
+  local function finish_product(g, sums)
+    local kname, split = p.prefix .. "_" .. g.name, g.choice.splits > 1
+    if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
+      p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = g.m,
+                                                   SPLITS = g.choice.splits })
+      p.kernel(g.name .. "_reduce", { ceil_div(g.m * H * 32, 256), 1, 1 },
+               { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot") })
+    elseif split then
+      p.render("splitk_reduce_kernel.cu", {
+        NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
+      p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
+               { wsp("splitk_" .. g.name), bind(g.c), "f32:one" })
+    end
+    if sums and split then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
+  end
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
-    local split = g.choice.splits > 1
     local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
-    local out = split and wsp("splitk_" .. g.name) or bind(g.c)
-    local sums = g.bias and g.choice.tma and g.ta and (t.gemm_bias == 2 or t.gemm_bias == 1 and split)
+    local out = g.choice.splits > 1 and wsp("splitk_" .. g.name) or bind(g.c)
+    local sums = false
     if g.choice.tma then
-      p.render("gemm_tma_kernel.cu", {
-        NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta,
-        BM = c.bm, BN = c.bn, STAGES = c.stages, RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
-        COLSUM = sums and true or false,
-      })
-      -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
-      local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
-                    or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
-      local map_b = string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK)
-      local colsum = not sums and "i64:0" or split and wsp(g.bias_part) or g.bias
-      p.kernel(g.name, grid, { map_a .. bind(g.a), map_b .. wsp("tB_" .. g.name), out, "f32:one", colsum },
+      local values, args
+      values, args, sums = tma_product(g)
+      values.NAME, values.COMMENT = kname, g.comment .. "; B transposed"
+      p.render("gemm_tma_kernel.cu", values)
+      p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] },
                { c.bm // 64 * 128 + 128, 1, 1 }, tma_smem(c, g.ta)) -- tc::gemm_tma_threads
     elseif g.choice.wg then
       p.render("gemm_wg_kernel.cu", {
@@ -591,19 +705,26 @@ local function plan_fused(shape, t, arch)
       p.kernel(g.name, grid, { bind(g.a), bind(g.b), out, "f32:one" }, { c.warps_m * c.warps_n * 32, 1, 1 },
                gemm_smem(c, g.ta, g.tb))
     end
-    if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
-      p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = g.m,
-                                                   SPLITS = g.choice.splits })
-      p.kernel(g.name .. "_reduce", { ceil_div(g.m * H * 32, 256), 1, 1 },
-               { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot") })
-    elseif split then
-      p.render("splitk_reduce_kernel.cu", {
-        NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
-      p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
-               { wsp("splitk_" .. g.name), bind(g.c), "f32:one" })
-    end
-    if sums and split then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
+    finish_product(g, sums)
     return sums
+  end
+  -- Two TMA-fed products in one launch (pair=1), g1's blocks first, then
+  -- each one's reduce and sums on the lane; returns whether each made its sums.
+  local function gemm_pair(g1, g2)
+    local name = g1.name .. "_and_" .. g2.name
+    local v1, a1, s1 = tma_product(g1, true)
+    local v2, a2, s2 = tma_product(g2, true)
+    local values = { NAME = p.prefix .. "_" .. name, NAME1 = g1.name, NAME2 = g2.name, COMMENT1 = g1.comment,
+                     COMMENT2 = g2.comment }
+    for k, v in pairs(v1) do values[k .. "1"] = v end
+    for k, v in pairs(v2) do values[k .. "2"] = v end
+    p.render("gemm_tma_pair_kernel.cu", values)
+    p.kernel(name, { g1.choice.blocks + g2.choice.blocks, 1, 1 },
+             { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" },
+             { 128 + 128 * 2, 1, 1 }, math.max(g1.choice.smem, g2.choice.smem))
+    finish_product(g1, s1)
+    finish_product(g2, s2)
+    return s1, s2
   end
 
   -- Three lanes. Lane 0 (the stream of greatest priority) is the chain
@@ -616,13 +737,19 @@ local function plan_fused(shape, t, arch)
   local gattn, gow, ghid, gqw = products[1], products[2], products[3], products[4]
   transpose_b(gattn)
   gemm(gattn)
+  -- side_start=1: the side lanes start once gA (and its reduce) is done, so
+  -- that gA's blocks find the SMs free instead of behind theirs.
+  if t.side_start == 1 then p.signal("grad_attn_out") end
   p.on(1)
+  if t.side_start == 1 then p.wait("grad_attn_out") end
   transpose_b(ghid)
   if ghid.choice.wg then p.signal("ghid_b") end
   transpose_b(gow)
   if not gemm(gow) then p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out") end
   p.on(2)
+  if t.side_start == 1 then p.wait("grad_attn_out") end
   transpose_b(gqw)
+  if pair then p.signal("gqw_b") end
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
   if zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
@@ -697,16 +824,28 @@ local function plan_fused(shape, t, arch)
     end
     p.signal("grad_qkv")
   end
-  p.on(2)
-  p.wait("grad_qkv")
-  if not gemm(gqw) then
-    p.on(1)
+  if pair then -- on the chain, after gQ: grad_qkv is complete
+    if not makes_sums(gqw, true) then
+      p.on(1)
+      p.wait("grad_qkv")
+      p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+    end
+    p.on(0)
+    p.wait("ghid_b")
+    p.wait("gqw_b")
+    if pair.swapped then gemm_pair(gqw, ghid) else gemm_pair(ghid, gqw) end
+  else
+    p.on(2)
     p.wait("grad_qkv")
-    p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+    if not gemm(gqw) then
+      p.on(1)
+      p.wait("grad_qkv")
+      p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+    end
+    p.on(0)
+    if ghid.choice.wg then p.wait("ghid_b") end
+    gemm(ghid)
   end
-  p.on(0)
-  if ghid.choice.wg then p.wait("ghid_b") end
-  gemm(ghid)
 
   -- Two attention blocks per SM where two fit (each also holds 1 KiB the
   -- system reserves); the kernel then keeps to 128 registers.

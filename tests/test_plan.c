@@ -193,6 +193,19 @@ static void check_lanes(const kernel_plan *p) {
         }
     int side = 0;
     for (int i = 0; i < p->n_launches; ++i) side += p->launches[i].lane != 0;
+    /* side_start=1: each side lane's first launch comes after gA's product (and its reduce) */
+    if (strstr(p->tiles, "side_start=1")) {
+        int ga = -1;
+        for (int i = 0; i < p->n_launches; ++i)
+            if (strstr(p->launches[i].name, "_grad_attn_out")) ga = i;
+        assert_true(ga >= 0);
+        for (int lane = 1; lane < p->n_lanes; ++lane)
+            for (int i = 0; i < p->n_launches; ++i)
+                if (p->launches[i].lane == lane) {
+                    assert_true(before[i] >> ga & 1);
+                    break;
+                }
+    }
     if (strstr(p->tiles, "fused=1")) {
         assert_int_equal(p->n_lanes, 3);
         assert_true(side >= 4 && p->n_launches - side >= 4);
@@ -252,13 +265,73 @@ static tmap_arg parse_tmap(const char *spec) {
 /* The pointer an argument names: itself, or a tensor map's. */
 static const char *pointer_of(const char *arg) { return strncmp(arg, "tmap:", 5) ? arg : parse_tmap(arg).ptr; }
 
+/* Whether a launch other than a transpose reads the region `ws` (an argument or a tensor map's pointer). */
+static int names_arg(const plan_launch *x, const char *ws) {
+    if (strstr(x->name, "_transpose")) return 0;
+    for (int i = 0; i < x->n_args; ++i)
+        if (!strcmp(pointer_of(x->args[i]), ws)) return 1;
+    return 0;
+}
+
+/* One TMA-fed product of a launch: its own (arguments A's map, B's map, out,
+ * alpha, column sums; grid (N tiles, M tiles, K slices)) or one of the two
+ * of a pair=1 launch (arguments A, B, out, column sums for each, then alpha;
+ * one row of blocks, the first product's first; the slices from the kernel's
+ * comment). `which` 0 or 1 picks the pair's product. */
+typedef struct product_view {
+    const char *a, *b, *out, *colsum;
+    unsigned gx, gy, splits;
+    int pair, which;
+} product_view;
+
+static int is_pair(const plan_launch *x) { return strstr(x->name, "_and_") != NULL; }
+
+/* The view of the product named `name` (e.g. "_grad_qkv_weight") that launch x runs. */
+static product_view view_product(const kernel_plan *p, const plan_launch *x, const char *name) {
+    product_view v = {0};
+    if (!is_pair(x)) {
+        assert_int_equal(x->n_args, 5);
+        v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->args[4];
+        v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
+        return v;
+    }
+    assert_int_equal(x->n_args, 9);
+    assert_true(x->grid[1] == 1 && x->grid[2] == 1);
+    const char *mid = strstr(x->name, "_and_");
+    v.pair = 1;
+    v.which = strstr(mid, name) != NULL; /* named after "_and_": the second */
+    assert_true(v.which || (strstr(x->name, name) && strstr(x->name, name) < mid));
+    v.a = x->args[4 * v.which], v.b = x->args[4 * v.which + 1], v.out = x->args[4 * v.which + 2];
+    v.colsum = x->args[4 * v.which + 3];
+    const char *k = strstr(p->source, x->name);
+    assert_non_null(k);
+    char head[32];
+    snprintf(head, sizeof head, "Product %d: ", v.which + 1);
+    const char *line = strstr(k, head);
+    unsigned bm, bn, stages, kslice;
+    assert_non_null(line);
+    assert_int_equal(sscanf(line + strlen(head), "%ux%u tiles, %u stages, K in %u slice(s) of %u", &bm, &bn, &stages,
+                            &v.splits, &kslice), 5);
+    const tmap_arg b = parse_tmap(v.b), a = parse_tmap(v.a);
+    const unsigned long long m = a.swizzle ? a.rows : a.cols;
+    v.gx = (unsigned)((b.rows + bn - 1) / bn), v.gy = (unsigned)((m + bm - 1) / bm);
+    return v;
+}
+
+/* The shared memory of a TMA-fed product's tiles: STAGES k tiles of A and B,
+ * two raw tiles for TA, the barriers (3 a stage, 1 a raw tile), 1 KiB of alignment. */
+static unsigned tma_smem(unsigned stages, unsigned bm, unsigned bn, int ta) {
+    return (stages * (bm + bn) + (ta ? 2 * bm : 0)) * 32 * 4 + (3 * stages + 2) * 8 + 1024;
+}
+
 /* A TMA-fed product (templates/gemm_tma.cu): A's map (swizzled [M, K] rows,
  * or TA's plain [K, M]) and B's (the transposed copy [N, kp] in the
- * workspace), the producer and consumer warpgroups, the stages it was given. */
-static void check_tma_product(const kernel_plan *p, const plan_launch *x, const attnbwd_shape *s) {
+ * workspace), the producer and consumer warpgroups, the stages it was given.
+ * Returns its blocks. */
+static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, const product_view *v,
+                                  const attnbwd_shape *s) {
     assert_true(strstr(p->tiles, "tma=1") && strstr(p->tiles, "wg=1"));
-    assert_true(x->n_args == 5);
-    const tmap_arg a = parse_tmap(x->args[0]), b = parse_tmap(x->args[1]);
+    const tmap_arg a = parse_tmap(v->a), b = parse_tmap(v->b);
     const int ta = !a.swizzle;
     const unsigned bm = ta ? a.box_cols : a.box_rows, bn = b.box_rows;
     assert_true(bm == 128 && (bn == 128 || bn == 256) && b.swizzle && b.box_cols == 32);
@@ -272,15 +345,48 @@ static void check_tma_product(const kernel_plan *p, const plan_launch *x, const 
     assert_true(k == bt || k == 1024 || k == 3072);
     assert_true(m == bt || m == 1024 || m == 3072);
     assert_int_equal(b.cols, (k + 3) / 4 * 4);
-    assert_int_equal(x->grid[0], (unsigned)((b.rows + bn - 1) / bn));
-    assert_int_equal(x->grid[1], (unsigned)((m + bm - 1) / bm));
+    assert_int_equal(v->gx, (unsigned)((b.rows + bn - 1) / bn));
+    assert_int_equal(v->gy, (unsigned)((m + bm - 1) / bm));
     assert_int_equal(x->block[0], bm / 64 * 128 + 128);
-    /* STAGES k tiles of A and B, two raw tiles for TA, the barriers (3 a stage, 1 a raw tile), 1 KiB of alignment. */
-    const unsigned stages = (x->shared_bytes - 1024 - (ta ? 2 * bm * 32 * 4 : 0)) / ((bm + bn) * 32 * 4);
-    assert_true(stages >= 4);
-    assert_int_equal(x->shared_bytes, (stages * (bm + bn) + (ta ? 2 * bm : 0)) * 32 * 4 + (3 * stages + 2) * 8 + 1024);
+    /* K slices: their partial products into the workspace, else the product into its output */
+    assert_true(v->splits >= 1 && (unsigned long long)v->splits <= (k + 127) / 128 + 1);
+    if (v->splits > 1) assert_int_equal(strncmp(v->out, "ws:", 3), 0);
+    if (v->pair) {
+        /* each product's stages fit the launch's shared memory, one of them exactly */
+        unsigned stages;
+        const char *line = strstr(strstr(p->source, x->name), v->which ? "Product 2: " : "Product 1: ");
+        assert_int_equal(sscanf(line + 11, "%*ux%*u tiles, %u stages", &stages), 1);
+        assert_true(stages >= 4 && tma_smem(stages, bm, bn, ta) <= x->shared_bytes);
+    } else {
+        const unsigned stages = (x->shared_bytes - 1024 - (ta ? 2 * bm * 32 * 4 : 0)) / ((bm + bn) * 32 * 4);
+        assert_true(stages >= 4);
+        assert_int_equal(x->shared_bytes, tma_smem(stages, bm, bn, ta));
+    }
     assert_true(x->shared_bytes <= 227 * 1024);
     assert_non_null(strstr(p->source, "tc::gemm_tma<"));
+    return v->gx * v->gy * v->splits;
+}
+
+/* A pair=1 launch: grad_hidden's and grad_qkv_weight's blocks in one row, as
+ * many as the two products' tiles and slices; its shared memory the larger
+ * product's; each product's reduce after it on its lane where K is split. */
+static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) {
+    const plan_launch *x = &p->launches[l];
+    assert_true(strstr(p->tiles, "pair=1") != NULL);
+    const char *names[2] = {"_grad_hidden", "_grad_qkv_weight"};
+    unsigned blocks = 0;
+    int split = 0;
+    for (int i = 0; i < 2; ++i) {
+        const product_view v = view_product(p, x, names[i]);
+        blocks += check_tma_product(p, x, &v, s);
+        if (v.splits < 2) continue;
+        split++;
+        int r = l + 1; /* its reduce reads the partial products */
+        while (r < p->n_launches && strcmp(p->launches[r].args[0], v.out)) r++;
+        assert_true(r < p->n_launches && strstr(p->launches[r].name, "_reduce") && p->launches[r].lane == x->lane);
+    }
+    assert_int_equal(x->grid[0], blocks);
+    assert_true(split < 2 || strcmp(x->args[2], x->args[6]));
 }
 
 /* The attention pass on wgmma reads P and Pd (arguments 4 and 5) as they
@@ -318,7 +424,7 @@ static void check_attention_maps(const kernel_plan *p, const plan_launch *x, con
 }
 
 /* The two column-sum bias gradients, each named by exactly one launch: with
- * gemm_bias=2 (or 1 where its K is split) a TMA-fed TA product makes the
+ * gemm_bias=2 (or 1 where its K is split or it shares a pair=1 launch) a TMA-fed TA product makes the
  * sums of its A (grad_qkv for grad_qkv_bias, grad_output for grad_out_bias)
  * as it copies it, straight into the bias (K not split) or one row per K
  * slice that colsum_final adds later on its lane; otherwise (its colsum
@@ -339,19 +445,24 @@ static void check_bias_sums(const kernel_plan *p) {
         assert_int_equal(writers, 1);
         assert_true(maker >= 0);
         const plan_launch *g = &p->launches[maker];
-        const int tma_ta = !strncmp(g->args[0], "tmap:", 5) && parse_tmap(g->args[0]).swizzle == 0;
-        const long where = tile(p->tiles, "gemm_bias"); /* 1: where K is split, 2: always */
-        const int sums = tma_ta && (where == 2 || (where == 1 && g->grid[2] > 1));
+        const int tma = !strncmp(g->args[0], "tmap:", 5);
+        const product_view v = tma ? view_product(p, g, product[b])
+                                   : (product_view){g->args[0], g->args[1], g->args[2], "", 0, 0, g->grid[2], 0, 0};
+        const int tma_ta = tma && parse_tmap(v.a).swizzle == 0;
+        const long where = tile(p->tiles, "gemm_bias"); /* 1: where K is split or paired, 2: always */
+        const int sums = tma_ta && (where == 2 || (where == 1 && (v.splits > 1 || v.pair)));
         assert_int_equal(partial_pass, !sums);
-        if (tma_ta) assert_int_equal(!strcmp(g->args[4], "i64:0"), !sums);
+        if (tma_ta) assert_int_equal(!strcmp(v.colsum, "i64:0"), !sums);
         if (!sums) continue;
         /* the product's kernel instantiates the producer with COLSUM, its last template argument */
         const char *call = strstr(strstr(p->source, g->name), "tc::gemm_tma<");
         assert_non_null(call);
+        if (v.which) call = strstr(call + 1, "tc::gemm_tma<");
+        assert_non_null(call);
         const char *close = strstr(call, ">(");
         assert_true(close && close - call > 3 && !strncmp(close - 3, ", 1", 3));
-        if (g->grid[2] == 1) {
-            assert_string_equal(g->args[4], bias[b]);
+        if (v.splits == 1) {
+            assert_string_equal(v.colsum, bias[b]);
             continue;
         }
         int fin = maker + 1; /* the slices' sums, added after the product on its lane */
@@ -359,10 +470,10 @@ static void check_bias_sums(const kernel_plan *p) {
         assert_true(fin < p->n_launches);
         const plan_launch *f = &p->launches[fin];
         assert_int_equal(f->lane, g->lane);
-        assert_string_equal(f->args[0], g->args[4]);
+        assert_string_equal(f->args[0], v.colsum);
         assert_string_equal(f->args[1], bias[b]);
-        assert_int_equal(strtol(f->args[3] + 4, NULL, 10), (long)g->grid[2]);
-        assert_int_equal(strtol(f->args[2] + 4, NULL, 10), (long)parse_tmap(g->args[0]).cols);
+        assert_int_equal(strtol(f->args[3] + 4, NULL, 10), (long)v.splits);
+        assert_int_equal(strtol(f->args[2] + 4, NULL, 10), (long)parse_tmap(v.a).cols);
     }
 }
 
@@ -416,7 +527,7 @@ static void edit_attention_plans(void **state) {
                 fail_msg("B=%lld T=%lld candidate %s: %s", (long long)s.batch, (long long)s.seq_len, c[j],
                          attnbwd_last_error());
             const int fused = strstr(p.tiles, "fused=1") != NULL;
-            int attention = 0, gemms = 0, tma_products = 0;
+            int attention = 0, gemms = 0, tma_products = 0, pairs = 0;
             for (int l = 0; l < p.n_launches; ++l) {
                 const plan_launch *x = &p.launches[l];
                 const char *kind = strstr(x->name, "_p0_") + 4;
@@ -451,9 +562,15 @@ static void edit_attention_plans(void **state) {
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
                     check_attention_maps(&p, x, &s);
                 } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
-                    gemms++;
+                    gemms += is_pair(x) ? 2 : 1;
                     assert_true(x->shared_bytes > 48 * 1024); /* cp.async or TMA stages */
-                    if (!strncmp(x->args[0], "tmap:", 5)) check_tma_product(&p, x, &s);
+                    if (is_pair(x)) {
+                        check_tma_pair(&p, l, &s);
+                        pairs++;
+                    } else if (!strncmp(x->args[0], "tmap:", 5)) {
+                        const product_view v = view_product(&p, x, "");
+                        check_tma_product(&p, x, &v, &s);
+                    }
                     if (!strcmp(kind, "grad_query") && strstr(p.source, "gQ^T = scale")) {
                         /* gQ on wgmma: blocks of gq_bn rows of gS, one warpgroup, per (b, h) */
                         const long bn = tile(p.tiles, "gq_bn");
@@ -487,9 +604,7 @@ static void edit_attention_plans(void **state) {
                 transposes++;
                 assert_true(x->n_args == 5);
                 int user = l + 1;
-                while (user < p.n_launches &&
-                       (p.launches[user].n_args < 2 || strcmp(pointer_of(p.launches[user].args[1]), x->args[1])))
-                    user++;
+                while (user < p.n_launches && !names_arg(&p.launches[user], x->args[1])) user++;
                 assert_true(user < p.n_launches);
                 assert_non_null(strstr(p.launches[user].name, "_grad_"));
                 const unsigned long long off = strtoull(x->args[1] + 3, NULL, 10);
@@ -511,6 +626,10 @@ static void edit_attention_plans(void **state) {
                                          tile(p.tiles, "p_stages") == 2);
             assert_string_equal(p.compile_arch, transposes || gq_wg || att_wg ? "sm_90a" : "");
             if (transposes) assert_non_null(strstr(p.tiles, "wg=1"));
+            /* pair=1 puts grad_hidden and grad_qkv_weight in one launch where both are TMA-fed. */
+            if (pairs) assert_true(tile(p.tiles, "pair") == 1 && tile(p.tiles, "tma") == 1);
+            if (tile(p.tiles, "pair") == 1 && fused && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
+                assert_int_equal(pairs, 1);
             /* The four projection products, and gQ from the stored gS. */
             assert_int_equal(gemms, fused ? (strstr(p.tiles, "gs_store=1") ? 5 : 4) : 0);
             assert_int_equal(p.align, fused ? 16 : 4);

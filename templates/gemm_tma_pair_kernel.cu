@@ -1,0 +1,34 @@
+// {{NAME}}: two TMA-fed products in one launch (tile pair=1): the blocks of the first,
+// {{NAME1}} ({{COMMENT1}}), then those of the second, {{NAME2}} ({{COMMENT2}}).
+// Each alone leaves SMs idle on a small B*T (a wave or less of tiles), and the
+// two, launched one after the other, ran one after the other; one grid lets
+// the second's blocks take the SMs the first leaves. The first has the
+// longer blocks, so the shorter ones fill the tail.
+// Product 1: {{BM1}}x{{BN1}} tiles, {{STAGES1}} stages, K in {{SPLITS1}} slice(s) of {{KSPLIT1}}.
+// Product 2: {{BM2}}x{{BN2}} tiles, {{STAGES2}} stages, K in {{SPLITS2}} slice(s) of {{KSPLIT2}}.
+extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1)
+{{NAME}}(const __grid_constant__ tc::tma_map map_a1, const __grid_constant__ tc::tma_map map_b1,
+         float *__restrict__ C1, float *__restrict__ colsum1, const __grid_constant__ tc::tma_map map_a2,
+         const __grid_constant__ tc::tma_map map_b2, float *__restrict__ C2, float *__restrict__ colsum2,
+         float alpha) {
+    tc::pdl_enter();
+    static_assert({{BM1}} == 128 && {{BM2}} == 128, "one block size: a producer and two consumer warpgroups");
+    constexpr int GX1 = ({{N1}} + {{BN1}} - 1) / {{BN1}}, GY1 = ({{M1}} + {{BM1}} - 1) / {{BM1}};
+    constexpr int GX2 = ({{N2}} + {{BN2}} - 1) / {{BN2}}, GY2 = ({{M2}} + {{BM2}} - 1) / {{BM2}};
+    constexpr int NB1 = GX1 * GY1 * {{SPLITS1}};
+    int id = blockIdx.x;
+    if (id < NB1) {
+        const int split = id / (GX1 * GY1), bx = id % GX1, by = id / GX1 % GY1;
+        float *out = {{SPLITS1}} > 1 ? C1 + (long long)split * {{M1}} * {{N1}} : C1;
+        tc::gemm_tma<{{M1}}, {{N1}}, {{K1}}, {{TA1}}, {{BM1}}, {{BN1}}, {{STAGES1}}, {{RAW1}}, {{KSPLIT1}}, {{COLSUM1}}>(
+            &map_a1, &map_b1, out, {{SPLITS1}} > 1 ? {{N1}} : {{LDC1}}, {{SPLITS1}} > 1 ? 1.f : alpha, split, colsum1,
+            bx, by);
+    } else {
+        id -= NB1;
+        const int split = id / (GX2 * GY2), bx = id % GX2, by = id / GX2 % GY2;
+        float *out = {{SPLITS2}} > 1 ? C2 + (long long)split * {{M2}} * {{N2}} : C2;
+        tc::gemm_tma<{{M2}}, {{N2}}, {{K2}}, {{TA2}}, {{BM2}}, {{BN2}}, {{STAGES2}}, {{RAW2}}, {{KSPLIT2}}, {{COLSUM2}}>(
+            &map_a2, &map_b2, out, {{SPLITS2}} > 1 ? {{N2}} : {{LDC2}}, {{SPLITS2}} > 1 ? 1.f : alpha, split, colsum2,
+            bx, by);
+    }
+}
