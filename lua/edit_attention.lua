@@ -127,7 +127,12 @@ function M.heuristic(shape, arch)
   -- product a wave or two of tiles, which ran one after the other): 1.8-4.4%
   -- faster on 8 of the 11 public workloads with B*T <= 4096, 2.5-3.2% slower on
   -- two, geomean -1.0% (2026-12-04, docs/benchmarks.md).
+  -- pair=2 (128x256 tiles only) measured the same (geomean of those 11 254.4
+  -- against 254.7 us).
   t.pair = t.tma == 1 and shape.batch * shape.seq_len <= 4096 and 1 or 0
+  -- gA TMA-fed where the model rates mma.sync faster (B*T < 1152 here):
+  -- 0.7% slower over those 11, 4% at B=1,T=373 and B=2,T=352.
+  t.ga_tma = 0
   t.side_start = 0 -- the side lanes after gA: measured no better (docs/lua-api.md)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -164,7 +169,9 @@ local CHOICES = {
   { "gemm_bias", { 0, 1, 2 }, "the bias gradients' column sums in a pass of their own, inside the TMA-fed TA "
                               .. "products where their K is split or they are paired, or inside them always" },
   { "gs_pad", { 4, 8, 32 }, "gS rows padded to a multiple of that many floats: 16, 32 or 128 bytes" },
-  { "pair", { 0, 1 }, "grad_hidden and grad_qkv_weight in one launch of TMA-fed blocks, where tma=1" },
+  { "pair", { 0, 1, 2 }, "grad_hidden and grad_qkv_weight in one launch of TMA-fed blocks, where tma=1 "
+                         .. "(2: 128x256 tiles only)" },
+  { "ga_tma", { 0, 1 }, "gA TMA-fed wherever tma=1, or where the model rates it faster than mma.sync" },
   { "side_start", { 0, 1 }, "the side lanes start with the call, or once gA is done" },
 }
 
@@ -288,11 +295,14 @@ function M.candidates(shape)
     t.gs_pad = pad
     add(t)
   end
-  for _, pair in ipairs { 0, 1 } do -- grad_hidden and grad_qkv_weight in one launch, or each in its own
+  for _, pair in ipairs { 0, 1, 2 } do -- grad_hidden and grad_qkv_weight in one launch, or each in its own
     local t = M.heuristic(shape)
     t.pair = pair
     add(t)
   end
+  local ga = M.heuristic(shape) -- gA on mma.sync where the model says so, or TMA-fed
+  ga.ga_tma = 1 - ga.ga_tma
+  add(ga)
   local side = M.heuristic(shape) -- the side lanes after gA
   side.side_start = 1 - side.side_start
   add(side)
@@ -426,12 +436,12 @@ local function pair_makespan(n1, t1, n2, t2)
   place(n2, t2)
   return groups[#groups].load
 end
-function M.choose_pair(g1, g2, limit)
+function M.choose_pair(g1, g2, limit, wide_only)
   local best
   local function options(g)
     local out = {}
     for _, c in ipairs(TMA_CONFIGS) do
-      if not (limit and tma_smem(c, g.ta) > limit) then
+      if not (limit and tma_smem(c, g.ta) > limit) and not (wide_only and c.bn ~= 256) then
         for _, s in ipairs(PAIR_SPLITS) do
           local kslice = ceil_div(ceil_div(g.k, s), GEMM_BK) * GEMM_BK
           if ceil_div(g.k, kslice) == s and (s == 1 or kslice >= 4 * GEMM_BK) then
@@ -582,12 +592,16 @@ local function plan_fused(shape, t, arch)
       -- it only takes bandwidth from the others then.
       local transpose = 2 * g.n * g.k * 4 / 2.86e12 + 5.3e-6
       w.time = w.time + (g.b_early and 0.25 or 1) * transpose
-      if w.time < g.choice.time then g.choice, g.kp = w, ceil_div(g.k, 4) * 4 end
+      -- ga_tma=1: gA TMA-fed even where the model rates mma.sync faster.
+      if w.time < g.choice.time or (g.rowdot and t.ga_tma == 1 and fed) then
+        g.choice, g.kp = g.rowdot and t.ga_tma == 1 and fed or w, ceil_div(g.k, 4) * 4
+      end
     end
   end
   -- pair=1: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
   -- (their tiles and splits chosen together: M.choose_pair).
-  local pair = t.pair == 1 and t.tma == 1 and t.wg == 1 and M.choose_pair(products[3], products[4], smem_limit(arch))
+  local pair = t.pair > 0 and t.tma == 1 and t.wg == 1 and
+               M.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2)
   if pair then
     for i, g in ipairs { products[3], products[4] } do g.choice, g.kp = pair[i], ceil_div(g.k, 4) * 4 end
   end

@@ -372,13 +372,14 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
  * product's; each product's reduce after it on its lane where K is split. */
 static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) {
     const plan_launch *x = &p->launches[l];
-    assert_true(strstr(p->tiles, "pair=1") != NULL);
+    assert_true(tile(p->tiles, "pair") >= 1);
     const char *names[2] = {"_grad_hidden", "_grad_qkv_weight"};
     unsigned blocks = 0;
     int split = 0;
     for (int i = 0; i < 2; ++i) {
         const product_view v = view_product(p, x, names[i]);
         blocks += check_tma_product(p, x, &v, s);
+        if (tile(p->tiles, "pair") == 2) assert_int_equal(parse_tmap(v.b).box_rows, 256); /* 128x256 tiles only */
         if (v.splits < 2) continue;
         split++;
         int r = l + 1; /* its reduce reads the partial products */
@@ -627,9 +628,14 @@ static void edit_attention_plans(void **state) {
             assert_string_equal(p.compile_arch, transposes || gq_wg || att_wg ? "sm_90a" : "");
             if (transposes) assert_non_null(strstr(p.tiles, "wg=1"));
             /* pair=1 puts grad_hidden and grad_qkv_weight in one launch where both are TMA-fed. */
-            if (pairs) assert_true(tile(p.tiles, "pair") == 1 && tile(p.tiles, "tma") == 1);
-            if (tile(p.tiles, "pair") == 1 && fused && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
+            if (pairs) assert_true(tile(p.tiles, "pair") >= 1 && tile(p.tiles, "tma") == 1);
+            if (tile(p.tiles, "pair") >= 1 && fused && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
                 assert_int_equal(pairs, 1);
+            /* ga_tma=1 (with tma=1 and wg=1): gA is TMA-fed, its B transposed first */
+            if (fused && tile(p.tiles, "ga_tma") == 1 && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
+                for (int l = 0; l < p.n_launches; ++l)
+                    if (strstr(p.launches[l].name, "_grad_attn_out") && !strstr(p.launches[l].name, "_reduce"))
+                        assert_int_equal(strncmp(p.launches[l].args[0], "tmap:", 5), 0);
             /* The four projection products, and gQ from the stored gS. */
             assert_int_equal(gemms, fused ? (strstr(p.tiles, "gs_store=1") ? 5 : 4) : 0);
             assert_int_equal(p.align, fused ? 16 : 4);
