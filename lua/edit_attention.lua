@@ -113,8 +113,8 @@ function M.heuristic(shape, arch)
   -- The bias gradients' column sums made inside the TA products that read
   -- the same matrix (grad_qkv_weight's A is grad_qkv, grad_out_weight's is
   -- grad_output), where they are TMA-fed: no colsum_partial pass over it.
-  -- 1: only where the product's K is split (or, pair=1, it shares a launch). Measured (2026-12-04, A/B of the
-  -- 16): 1.4-3.7% faster on three of the five with split products, 0.6-2.2%
+  -- 1: only where the product's K is split (or, pair > 0, it shares a
+  -- launch). Measured (2026-12-04, A/B of the 16): 1.4-3.7% faster on three of the five with split products, 0.6-2.2%
   -- slower on most of the others, whose products leave SMs idle for the pass
   -- beside them (docs/benchmarks.md).
   t.gemm_bias = 1
@@ -408,13 +408,14 @@ function M.choose_tma(m, n, k, ta, limit)
   return best
 end
 
--- grad_hidden and grad_qkv_weight in one launch (pair=1,
+-- grad_hidden and grad_qkv_weight in one launch (pair > 0,
 -- templates/gemm_tma_pair_kernel.cu): the tiles and K splits of both with the
 -- least modelled time for the two together. Blocks of the product with the
 -- longer ones go first; each block takes the SM that frees first (one block
 -- an SM), and takes PAIR_BLOCK_SETUP beyond its tile's work (its prologue and
 -- its tile's stores); split products add their reduce as choose() charges
--- it. Returns the two choices in launch order, or nil where none fits.
+-- it. wide_only (pair=2): 128x256 tiles only. Returns the choices of g1
+-- and g2 (swapped: g2's blocks go first), or nil where none fits.
 local PAIR_BLOCK_SETUP, PAIR_SPLITS, PAIR_MAX_BLOCKS = 3e-6, { 1, 2, 3, 4 }, 8 * SMS
 local function pair_makespan(n1, t1, n2, t2)
   -- The SMs as groups of equal load, least first: each step gives the least
@@ -598,7 +599,7 @@ local function plan_fused(shape, t, arch)
       end
     end
   end
-  -- pair=1: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
+  -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
   -- (their tiles and splits chosen together: M.choose_pair).
   local pair = t.pair > 0 and t.tma == 1 and t.wg == 1 and
                M.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2)
@@ -651,10 +652,9 @@ local function plan_fused(shape, t, arch)
   end
   -- A product whose A's column sums are a bias gradient makes them itself
   -- (gemm_bias: TMA-fed TA products, templates/gemm_tma.cu), one row of sums
-  -- per K slice, added in slice order by colsum_final; gemm() returns true then.
-  -- Whether a TMA-fed TA product makes its A's column sums (a bias gradient):
-  -- gemm_bias=2 always, 1 where its K is split or it is paired (pair=1: the
-  -- sums' own pass would otherwise be the call's last kernel on its lane).
+  -- per K slice, added in slice order by colsum_final: with gemm_bias=2
+  -- always, 1 where its K is split or it is paired (pair > 0: the sums' own
+  -- pass would otherwise be the call's last kernel on its lane).
   local function makes_sums(g, paired)
     return g.bias and g.ta and (t.gemm_bias == 2 or t.gemm_bias == 1 and (g.choice.splits > 1 or paired))
   end
@@ -690,6 +690,7 @@ local function plan_fused(shape, t, arch)
     end
     if sums and split then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
   end
+  -- One product in its own launch; true where it made its column sums.
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
     local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
@@ -722,7 +723,7 @@ local function plan_fused(shape, t, arch)
     finish_product(g, sums)
     return sums
   end
-  -- Two TMA-fed products in one launch (pair=1), g1's blocks first, then
+  -- Two TMA-fed products in one launch (pair > 0), g1's blocks first, then
   -- each one's reduce and sums on the lane; returns whether each made its sums.
   local function gemm_pair(g1, g2)
     local name = g1.name .. "_and_" .. g2.name
