@@ -399,6 +399,9 @@ local TMA_CONFIGS = {
   { bm = 128, bn = 256, stages = 4, raw = 2, per_sm = 1, rate = 2.7e12 },
   { bm = 128, bn = 128, stages = 6, raw = 2, per_sm = 1, rate = 1.6e12 },
 }
+-- Threads of a TMA-fed product's block: tc::gemm_tma_threads (a producer
+-- warpgroup and BM/64 consumer warpgroups).
+local function tma_threads(c) return c.bm // 64 * 128 + 128 end
 local function tma_smem(c, ta)
   return (c.stages * (c.bm + c.bn) + (ta and c.raw * c.bm or 0)) * GEMM_BK * 4 + (3 * c.stages + c.raw) * 8 + 1024
 end
@@ -457,8 +460,9 @@ function M.choose_pair(g1, g2, limit, wide_only)
     end
     return out
   end
+  local second = options(g2)
   for _, a in ipairs(options(g1)) do
-    for _, b in ipairs(options(g2)) do
+    for _, b in ipairs(second) do
       if a.blocks + b.blocks <= PAIR_MAX_BLOCKS then
         local x, y = a, b
         if y.block_time > x.block_time then x, y = y, x end
@@ -594,9 +598,8 @@ local function plan_fused(shape, t, arch)
       local transpose = 2 * g.n * g.k * 4 / 2.86e12 + 5.3e-6
       w.time = w.time + (g.b_early and 0.25 or 1) * transpose
       -- ga_tma=1: gA TMA-fed even where the model rates mma.sync faster.
-      if w.time < g.choice.time or (g.rowdot and t.ga_tma == 1 and fed) then
-        g.choice, g.kp = g.rowdot and t.ga_tma == 1 and fed or w, ceil_div(g.k, 4) * 4
-      end
+      local forced = g.rowdot and t.ga_tma == 1 and fed
+      if forced or w.time < g.choice.time then g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4 end
     end
   end
   -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
@@ -702,7 +705,7 @@ local function plan_fused(shape, t, arch)
       values.NAME, values.COMMENT = kname, g.comment .. "; B transposed"
       p.render("gemm_tma_kernel.cu", values)
       p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] },
-               { c.bm // 64 * 128 + 128, 1, 1 }, tma_smem(c, g.ta)) -- tc::gemm_tma_threads
+               { tma_threads(c), 1, 1 }, tma_smem(c, g.ta))
     elseif g.choice.wg then
       p.render("gemm_wg_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
@@ -736,7 +739,7 @@ local function plan_fused(shape, t, arch)
     p.render("gemm_tma_pair_kernel.cu", values)
     p.kernel(name, { g1.choice.blocks + g2.choice.blocks, 1, 1 },
              { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" },
-             { 128 + 128 * 2, 1, 1 }, math.max(g1.choice.smem, g2.choice.smem))
+             { tma_threads(g1.choice.config), 1, 1 }, math.max(g1.choice.smem, g2.choice.smem))
     finish_product(g1, s1)
     finish_product(g2, s2)
     return s1, s2
@@ -839,12 +842,14 @@ local function plan_fused(shape, t, arch)
     end
     p.signal("grad_qkv")
   end
+  -- grad_qkv_bias in a pass of its own on lane 1, where grad_qkv_weight does not make it.
+  local function qkv_bias_pass()
+    p.on(1)
+    p.wait("grad_qkv")
+    p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+  end
   if pair then -- on the chain, after gQ: grad_qkv is complete
-    if not makes_sums(gqw, true) then
-      p.on(1)
-      p.wait("grad_qkv")
-      p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
-    end
+    if not makes_sums(gqw, true) then qkv_bias_pass() end
     p.on(0)
     p.wait("ghid_b")
     p.wait("gqw_b")
@@ -852,11 +857,7 @@ local function plan_fused(shape, t, arch)
   else
     p.on(2)
     p.wait("grad_qkv")
-    if not gemm(gqw) then
-      p.on(1)
-      p.wait("grad_qkv")
-      p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
-    end
+    if not gemm(gqw) then qkv_bias_pass() end
     p.on(0)
     if ghid.choice.wg then p.wait("ghid_b") end
     gemm(ghid)

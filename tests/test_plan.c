@@ -280,7 +280,7 @@ static int names_arg(const plan_launch *x, const char *ws) {
  * comment). `which` 0 or 1 picks the pair's product. */
 typedef struct product_view {
     const char *a, *b, *out, *colsum;
-    unsigned gx, gy, splits;
+    unsigned gx, gy, splits, stages; /* stages: a pair's, from its kernel's comment (0 otherwise) */
     int pair, which;
 } product_view;
 
@@ -308,9 +308,9 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
     char head[32];
     snprintf(head, sizeof head, "Product %d: ", v.which + 1);
     const char *line = strstr(k, head);
-    unsigned bm, bn, stages, kslice;
+    unsigned bm, bn, kslice;
     assert_non_null(line);
-    assert_int_equal(sscanf(line + strlen(head), "%ux%u tiles, %u stages, K in %u slice(s) of %u", &bm, &bn, &stages,
+    assert_int_equal(sscanf(line + strlen(head), "%ux%u tiles, %u stages, K in %u slice(s) of %u", &bm, &bn, &v.stages,
                             &v.splits, &kslice), 5);
     const tmap_arg b = parse_tmap(v.b), a = parse_tmap(v.a);
     const unsigned long long m = a.swizzle ? a.rows : a.cols;
@@ -352,11 +352,8 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_true(v->splits >= 1 && (unsigned long long)v->splits <= (k + 127) / 128 + 1);
     if (v->splits > 1) assert_int_equal(strncmp(v->out, "ws:", 3), 0);
     if (v->pair) {
-        /* each product's stages fit the launch's shared memory, one of them exactly */
-        unsigned stages;
-        const char *line = strstr(strstr(p->source, x->name), v->which ? "Product 2: " : "Product 1: ");
-        assert_int_equal(sscanf(line + 11, "%*ux%*u tiles, %u stages", &stages), 1);
-        assert_true(stages >= 4 && tma_smem(stages, bm, bn, ta) <= x->shared_bytes);
+        /* each product's stages fit the launch's shared memory */
+        assert_true(v->stages >= 4 && tma_smem(v->stages, bm, bn, ta) <= x->shared_bytes);
     } else {
         const unsigned stages = (x->shared_bytes - 1024 - (ta ? 2 * bm * 32 * 4 : 0)) / ((bm + bn) * 32 * 4);
         assert_true(stages >= 4);
@@ -448,7 +445,8 @@ static void check_bias_sums(const kernel_plan *p) {
         const plan_launch *g = &p->launches[maker];
         const int tma = !strncmp(g->args[0], "tmap:", 5);
         const product_view v = tma ? view_product(p, g, product[b])
-                                   : (product_view){g->args[0], g->args[1], g->args[2], "", 0, 0, g->grid[2], 0, 0};
+                                   : (product_view){.a = g->args[0], .b = g->args[1], .out = g->args[2],
+                                                    .colsum = "", .splits = g->grid[2]};
         const int tma_ta = tma && parse_tmap(v.a).swizzle == 0;
         const long where = tile(p->tiles, "gemm_bias"); /* 1: where K is split or paired, 2: always */
         const int sums = tma_ta && (where == 2 || (where == 1 && (v.splits > 1 || v.pair)));
