@@ -200,7 +200,9 @@ static int l_check(lua_State *L) {
     return 1;
 }
 
-/* attnbwd.time(case [, tiles [, iters]]) -> median us (cold L2) */
+/* attnbwd.time(case [, tiles [, iters]]) -> median us (cold L2) [, per-kernel
+ * lines]: problem 2 also gives each kernel of the plan timed alone, the same
+ * way ("name us share" lines, slowest first), as `check --time` prints them. */
 static int l_time(lua_State *L) {
     suite_case c;
     const char *why = to_case(L, 1, &c);
@@ -211,7 +213,9 @@ static int l_time(lua_State *L) {
     check_result r;
     if (check_time_case(ctx_of(L), &c, (int)iters, &r) != ATTNBWD_OK) return fail(L, "%s", attnbwd_last_error());
     lua_pushnumber(L, r.median_us);
-    return 1;
+    if (!r.breakdown[0]) return 1;
+    lua_pushstring(L, r.breakdown);
+    return 2;
 }
 
 /* attnbwd.floor_bytes(case) -> bytes that must move */
