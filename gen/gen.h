@@ -48,7 +48,8 @@ typedef struct kernel_plan {
     int n_lanes;           /* 1 + the highest lane of a launch (0 without launches) */
     int n_events;          /* 1 + the highest event signalled */
     int lane_priority[PLAN_MAX_LANES]; /* each lane's stream: 0 the least priority, 1 between, 2 the greatest
-                                          (the plan's lane_priority; by default lane 0 the greatest, the rest the least) */
+                                          (the plan's lane_priority; by default lane 0 the greatest, the rest the least;
+                                          lane 0 at -1: the caller's stream) */
     size_t workspace_bytes;
 } kernel_plan;
 

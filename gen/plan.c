@@ -194,7 +194,9 @@ static attnbwd_status check_events(kernel_plan *p) {
 }
 
 /* Optional lane_priority = { lane 0's, lane 1's, ... }: 0 (the least), 1 or 2
- * (the greatest), one per lane at most; lanes it leaves out: lane 0 2, others 0. */
+ * (the greatest), one per lane at most; lanes it leaves out: lane 0 2, others 0.
+ * Lane 0 may also be -1: it runs on the caller's stream, so its first kernel
+ * waits for no fork event (the side lanes still fork from that stream). */
 static attnbwd_status read_lane_priority(lua_State *L, int t, kernel_plan *p) {
     p->lane_priority[0] = 2;
     lua_getfield(L, t, "lane_priority");
@@ -208,8 +210,9 @@ static attnbwd_status read_lane_priority(lua_State *L, int t, kernel_plan *p) {
             int isnum;
             lua_Integer v = lua_tointegerx(L, -1, &isnum);
             lua_pop(L, 1);
-            if (!isnum || v < 0 || v > 2)
-                s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() lane_priority[%d] must be 0 (least), 1 or 2 (greatest)", i + 1);
+            if (!isnum || v < (i == 0 ? -1 : 0) || v > 2)
+                s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() lane_priority[%d] must be %s0 (least), 1 or 2 (greatest)", i + 1,
+                            i == 0 ? "-1 (the caller's stream), " : "");
             else
                 p->lane_priority[i] = (int)v;
         }

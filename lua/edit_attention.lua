@@ -109,6 +109,13 @@ function M.heuristic(shape, arch)
   t.att_tma = (t.wg == 1 and shape.seq_len % 4 ~= 0) and 1 or 0
   t.zero_early = 1 -- grad_edit_region_bias's rows past T written at the start
   t.lane_pri = 0
+  -- lane0=1: lane 0 on the caller's stream, so that its first kernel waits
+  -- for no fork event. Measured (2026-12-04, A/B of the 16): where B*T <= 1152
+  -- -5.8% to +5.7% (faster at B=4,T=288, B=2,T=449, B=2,T=352; slower at
+  -- B=1,T=373, B=1,T=853, B=1,T=1024), and lane 0's first kernel still
+  -- started 5-12 us after the side lanes' first; 1-7% slower on 9 of the other
+  -- 10. So lane 0 keeps its stream of the greatest priority.
+  t.lane0 = 0
   t.gs_pad = 4 -- gS rows padded to a multiple of this many floats
   -- The bias gradients' column sums made inside the TA products that read
   -- the same matrix (grad_qkv_weight's A is grad_qkv, grad_out_weight's is
@@ -162,6 +169,7 @@ local CHOICES = {
   { "tma", { 0, 1 }, "the wgmma products fed by the TMA, where wg=1" },
   { "tr_vec", { 0, 1 }, "the transposes of B with 16-byte loads and stores, where wg=1" },
   { "att_tma", { 0, 1 }, "P and Pd copied by the TMA in the attention pass on wgmma, where wg_att=1" },
+  { "lane0", { 0, 1 }, "lane 0 on a stream of ours of the greatest priority, or on the caller's stream" },
   { "lane_pri", { 0, 1, 2 }, "lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest" },
   { "gq_bn", { 64, 128 }, "rows of gS a block of gQ on wgmma takes" },
   { "p_issuer", { 0, 1 }, "with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, "
@@ -548,9 +556,10 @@ local function new_plan(shape, t)
       workspace_bytes = p.ws_bytes,
       align = align,
       -- Each lane's stream: lane 0 (the chain) at the greatest priority (2),
-      -- lane 1 the least (0); lane 2 (grad_qkv_weight, the last kernel on most
-      -- small workloads) at lane_pri: above 0, its blocks go before the bias sums'.
-      lane_priority = { 2, 0, t.lane_pri },
+      -- or (lane0=1) on the caller's stream (-1); lane 1 the least (0); lane 2
+      -- (grad_qkv_weight, the last kernel on most small workloads) at
+      -- lane_pri: above 0, its blocks go before the bias sums'.
+      lane_priority = { t.lane0 == 1 and -1 or 2, 0, t.lane_pri },
     }
   end
   return p

@@ -360,7 +360,8 @@ static attnbwd_status create_lanes(attnbwd_kernel *k) {
     if (p->n_lanes <= 1) return ATTNBWD_OK;
     attnbwd_status s = k->fork_event ? ATTNBWD_OK : drv_event_create(dev, &k->fork_event);
     for (int i = 0; s == ATTNBWD_OK && i < p->n_lanes; ++i) {
-        if (!k->lane_streams[i]) s = drv_stream_create(dev, p->lane_priority[i], &k->lane_streams[i]);
+        if (!k->lane_streams[i] && p->lane_priority[i] >= 0) /* lane 0 at -1: the caller's stream */
+            s = drv_stream_create(dev, p->lane_priority[i], &k->lane_streams[i]);
         if (s == ATTNBWD_OK && !k->join_events[i]) s = drv_event_create(dev, &k->join_events[i]);
     }
     for (int i = 0; s == ATTNBWD_OK && i < p->n_events; ++i)

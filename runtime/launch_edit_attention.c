@@ -125,14 +125,16 @@ static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention
  * fork and join). Each lane's stream has the priority the plan gives it:
  * lane 0, the chain every output waits on, the greatest, so that its blocks
  * go first when the side lanes' kernels also wait for SMs (or it runs on the
- * caller's stream, with ATTNBWD_LANE_PRIORITY=0). The joins are queued even
+ * caller's stream, where the plan says so or with ATTNBWD_LANE_PRIORITY=0:
+ * its first kernel then follows the caller's work with no fork event to wait
+ * for, which the GPU took 3-10 us to pass). The joins are queued even
  * after a failed launch, so no stream of ours is left ahead of the caller's. */
 static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
     drv_device *dev = &k->ctx->dev;
     const kernel_plan *p = &k->plan;
     void *lanes[PLAN_MAX_LANES];
     for (int i = 0; i < p->n_lanes; ++i) lanes[i] = k->lane_streams[i];
-    if (!k->ctx->lane_priority) lanes[0] = stream;
+    if (!k->ctx->lane_priority || p->lane_priority[0] < 0) lanes[0] = stream;
     const int first = lanes[0] == stream; /* the first lane of ours */
     pthread_mutex_lock(&k->launch_mu); /* the events are the kernel's, one sequence at a time */
     attnbwd_status s = drv_event_record(dev, k->fork_event, stream);

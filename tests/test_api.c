@@ -415,15 +415,17 @@ static void compile_arch_is_checked(void **state) {
     }
 }
 
-/* A plan's lane priorities are levels 0..2, one per lane at most: others are
- * refused with the reason before anything is compiled. */
+/* A plan's lane priorities are levels 0..2 (lane 0 also -1, the caller's
+ * stream), one per lane at most: others are refused with the reason before
+ * anything is compiled. */
 static void lane_priority_is_checked(void **state) {
     (void)state;
     const char *bad[] = {"k.lane_priority = { 2, 0, 3 }", "k.lane_priority = { 2, 0, 1, 0, 0 }",
-                         "k.lane_priority = 1"};
+                         "k.lane_priority = 1", "k.lane_priority = { 2, -1, 0 }", "k.lane_priority = { -2, 0, 0 }"};
     const char *why[] = {"lane_priority[3] must be 0 (least), 1 or 2 (greatest)", "at most 4 levels",
-                         "at most 4 levels"};
-    for (int i = 0; i < 3; ++i) {
+                         "at most 4 levels", "lane_priority[2] must be 0 (least), 1 or 2 (greatest)",
+                         "lane_priority[1] must be -1 (the caller's stream), 0 (least), 1 or 2 (greatest)"};
+    for (int i = 0; i < 5; ++i) {
         char *dir = plan_wrapped_scripts("edit_attention.lua", bad[i]);
         setenv("ATTNBWD_LUA_DIR", dir, 1);
         log_counts lc = {0};

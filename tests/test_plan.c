@@ -700,7 +700,7 @@ static void edit_attention_fits_smaller_devices(void **state) {
     /* The lanes' stream priorities come from the plan: lane 0 the greatest, lane 1 the least, lane 2 at lane_pri. */
     for (int level = 0; level <= 2; ++level) {
         char tiles[32];
-        snprintf(tiles, sizeof tiles, "lane_pri=%d", level);
+        snprintf(tiles, sizeof tiles, "lane0=0 lane_pri=%d", level);
         assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
         assert_int_equal(p.n_lanes, 3);
         assert_int_equal(p.lane_priority[0], 2);
@@ -710,6 +710,14 @@ static void edit_attention_fits_smaller_devices(void **state) {
     }
     assert_int_equal(gen_plan(g, &s, "sm_90", "lane_pri=3", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "lane_pri must be 0, 1 or 2"));
+    /* lane0=1: lane 0 on the caller's stream (-1); the heuristic keeps it on ours (2). */
+    assert_int_equal(gen_plan(g, &s, "sm_90", "lane0=1", &p), ATTNBWD_OK);
+    assert_int_equal(p.lane_priority[0], -1);
+    assert_int_equal(p.lane_priority[1], 0);
+    kernel_plan_free(&p);
+    assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+    assert_int_equal(p.lane_priority[0], 2);
+    kernel_plan_free(&p);
     /* gS rows padded to gs_pad floats: the stride every kernel that reads or writes gS is given. */
     const int pads[3] = {4, 8, 32};
     for (int i = 0; i < 3; ++i) {
