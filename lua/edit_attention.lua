@@ -140,6 +140,15 @@ function M.heuristic(shape, arch)
   -- gA TMA-fed where the model rates mma.sync faster (B*T < 1152 here):
   -- 0.7% slower over those 11, 4% at B=1,T=373 and B=2,T=352.
   t.ga_tma = 0
+  -- grad_hidden, where TMA-fed, reads grad_qkv (its A) as stored, truncated
+  -- to TF32 by the tensor cores, instead of its producer rounding each tile
+  -- in shared memory. Measured (2026-12-04, A/B of the 16): geomean 455.0 ->
+  -- 446.7 us, 2.3-5.1% faster on the ten larger workloads; the checks of the
+  -- 16 and of nine awkward shapes pass with match 1.000000 and the same worst
+  -- errors. Rounding grad_qkv where it is written instead (the pass's gK and
+  -- gV, gQ's epilogue) was as fast but put grad_qkv_bias, the sum of those
+  -- rounded values over B*T rows, up to 0.16 off (99.7% within atol): removed.
+  t.gh_trunc = 1
   t.side_start = 0 -- the side lanes after gA: measured no better (docs/lua-api.md)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -180,6 +189,8 @@ local CHOICES = {
   { "pair", { 0, 1, 2 }, "grad_hidden and grad_qkv_weight in one launch of TMA-fed blocks, where tma=1 "
                          .. "(2: 128x256 tiles only)" },
   { "ga_tma", { 0, 1 }, "gA TMA-fed wherever tma=1, or where the model rates it faster than mma.sync" },
+  { "gh_trunc", { 0, 1 }, "grad_hidden's TMA producer rounds its A (grad_qkv) to TF32, or the tensor cores "
+                          .. "truncate it" },
   { "side_start", { 0, 1 }, "the side lanes start with the call, or once gA is done" },
 }
 
@@ -677,7 +688,8 @@ local function plan_fused(shape, t, arch)
     local c, split = g.choice.config, g.choice.splits > 1
     local sums = makes_sums(g, paired)
     local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
-                     RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false }
+                     RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
+                     A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta }
     -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
     local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                   or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)

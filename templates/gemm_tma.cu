@@ -25,6 +25,11 @@
 // The block's tile is (bx, by) (BN columns, BM rows), its K slice `split`:
 // blockIdx's, or a position in a launch of two products (gemm_tma_pair_kernel.cu).
 //
+// A_TRUNC (A stored [M, K] only; gh_trunc=1): A goes to the tensor cores as
+// stored, which truncate it to TF32: the producer only passes each stage on,
+// and shared memory carries no read-modify-write of A (2-5% off the whole
+// backward on its larger workloads, measured).
+//
 // COLSUM (TA only): the column sums of A over the block's K slice, made by
 // the producer from the raw tiles it transposes anyway (so a bias gradient,
 // the column sums of the same matrix, needs no pass of its own over it). The
@@ -47,7 +52,8 @@ template <int BN> __device__ __forceinline__ void wgmma_tf32_ss(float (&d)[BN / 
 __host__ __device__ constexpr int gemm_tma_threads(int bm) { return 128 + bm / 64 * 128; }
 constexpr int TMA_PREP_THREADS = 96;
 
-template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false>
+template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
+          bool A_TRUNC = false>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
@@ -56,6 +62,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     static_assert(M < (1ll << 31) && N < (1ll << 31) && K < (1ll << 31), "TMA coordinates are 32-bit");
     static_assert(!TA || RAW >= 1, "TA needs raw tiles");
     static_assert(!COLSUM || TA, "column sums of A are made from the raw TA tiles");
+    static_assert(!A_TRUNC || !TA, "a TA product rounds as it transposes");
     extern __shared__ float4 smem4[];
     const unsigned raw_addr = smem_u32(smem4);
     float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw_addr % 1024) % 1024) / 4; // launch asks 1 KiB more
@@ -106,6 +113,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(&full[s], (kt / STAGES) & 1);
+            if constexpr (A_TRUNC) { // A as stored: nothing to make ready
+                mbar_arrive(&ready[s]);
+                continue;
+            }
             float *As = smem + s * STAGE + B_TILE;
             // 16-byte chunk c of row m: consecutive threads take consecutive rows.
 #pragma unroll

@@ -21,6 +21,18 @@ static long tile(const char *tiles, const char *key) {
     return -1;
 }
 
+/* The n-th (from 0) template argument of the instantiation at call
+ * ("name<a, b, ...>("), as a number; -1 where it has no such argument. */
+static long template_arg(const char *call, int n) {
+    const char *at = strchr(call, '<'), *close = strstr(call, ">(");
+    if (!at || !close) return -1;
+    for (int i = 0; i < n; ++i) {
+        at = strchr(at + 1, ',');
+        if (!at || at > close) return -1;
+    }
+    return strtol(at + 1, NULL, 10);
+}
+
 static void check_plan(const attnbwd_shape *s, const kernel_plan *p) {
     const long vec = tile(p->tiles, "vec"), tpr = tile(p->tiles, "threads_per_row");
     const long block = tile(p->tiles, "block"), inreg = tile(p->tiles, "in_registers");
@@ -453,13 +465,12 @@ static void check_bias_sums(const kernel_plan *p) {
         assert_int_equal(partial_pass, !sums);
         if (tma_ta) assert_int_equal(!strcmp(v.colsum, "i64:0"), !sums);
         if (!sums) continue;
-        /* the product's kernel instantiates the producer with COLSUM, its last template argument */
+        /* the product's kernel instantiates the producer with COLSUM, its tenth template argument */
         const char *call = strstr(strstr(p->source, g->name), "tc::gemm_tma<");
         assert_non_null(call);
         if (v.which) call = strstr(call + 1, "tc::gemm_tma<");
         assert_non_null(call);
-        const char *close = strstr(call, ">(");
-        assert_true(close && close - call > 3 && !strncmp(close - 3, ", 1", 3));
+        assert_int_equal(template_arg(call, 9), 1);
         if (v.splits == 1) {
             assert_string_equal(v.colsum, bias[b]);
             continue;
@@ -648,6 +659,34 @@ static void edit_attention_plans(void **state) {
 /* Problem 2 on devices with less shared memory than the H200: the heuristic's
  * kernels fit each architecture's per-block limit, and an architecture
  * without the tensor-core instructions is refused with the reason. */
+/* gh_trunc=1 (the heuristic's): grad_hidden's producer (A = grad_qkv, K =
+ * 3072) skips its rounding pass, the tensor cores truncating A; no other
+ * product does, and with gh_trunc=0 none. */
+static void gh_trunc_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 373}, {32, 773}}; /* grad_hidden paired, and alone */
+    for (size_t i = 0; i < 2; ++i)
+        for (int mode = 0; mode <= 2; ++mode) { /* gh_trunc=0, =1, the heuristic's */
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+            kernel_plan p;
+            const char *tiles = mode == 0 ? "gh_trunc=0" : mode == 1 ? "gh_trunc=1" : NULL;
+            const int trunc = mode > 0;
+            assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
+            int products = 0, truncated = 0;
+            for (const char *at = strstr(p.source, "tc::gemm_tma<"); at; at = strstr(at + 1, "tc::gemm_tma<")) {
+                const int a_trunc = (int)template_arg(at, 10), hidden = !template_arg(at, 3) && template_arg(at, 2) == 3072;
+                assert_int_equal(a_trunc, trunc && hidden);
+                products++;
+                truncated += a_trunc;
+            }
+            assert_true(products >= 2);
+            assert_int_equal(truncated, trunc);
+            kernel_plan_free(&p);
+        }
+    gen_close(g);
+}
+
 static void edit_attention_fits_smaller_devices(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -756,6 +795,7 @@ int main(void) {
         cmocka_unit_test(overrides),
         cmocka_unit_test(candidates_are_valid),
         cmocka_unit_test(edit_attention_plans),
+        cmocka_unit_test(gh_trunc_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
