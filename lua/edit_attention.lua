@@ -143,7 +143,7 @@ function M.heuristic(shape, arch)
   -- grad_hidden, where TMA-fed, reads grad_qkv (its A) as stored, truncated
   -- to TF32 by the tensor cores, instead of its producer rounding each tile
   -- in shared memory. Measured (2026-12-04, A/B of the 16): geomean 455.0 ->
-  -- 446.7 us, 2.3-5.1% faster on the ten larger workloads; the checks of the
+  -- 446.7 us, 2.3-5.1% faster on 8 of the 9 with B*T >= 2560; the checks of the
   -- 16 and of nine awkward shapes pass with match 1.000000 and the same worst
   -- errors. Rounding grad_qkv where it is written instead (the pass's gK and
   -- gV, gQ's epilogue) was as fast but put grad_qkv_bias, the sum of those
