@@ -5,12 +5,18 @@
 -- in turn so that drift hits them alike). VARIANT: "-" for the heuristic's
 -- tiles, else "key=value ..." laid over them. AB_SHAPES="1,5" limits the
 -- suite to those workloads (from 1). With two variants, the last column is
--- the second's time against the first's.
+-- the second's time against the first's. MODE time:KERNEL times instead the
+-- plan's kernel whose name ends in KERNEL, alone (problem 2), the same way:
+-- its results need not be right, for timing a kernel experiment before it
+-- computes anything.
 local attnbwd = require "attnbwd"
 local mode, suite = arg[1], arg[2]
 local variants = { table.unpack(arg, 3) }
+local kernel = mode and mode:match("^time:(.+)$")
+if kernel then mode = "time" end
 if not (mode == "compile" or mode == "check" or mode == "time") or not suite or #variants == 0 then
-  io.stderr:write("usage: attnbwd lua bench/ab.lua compile|check|time SUITE VARIANT... (VARIANT: - or \"key=value ...\")\n")
+  io.stderr:write("usage: attnbwd lua bench/ab.lua compile|check|time|time:KERNEL SUITE VARIANT... "
+                  .. "(VARIANT: - or \"key=value ...\")\n")
   os.exit(2)
 end
 local only
@@ -40,7 +46,14 @@ for idx, case in ipairs(attnbwd.suite(suite)) do
       local best = {}
       for _ = 1, reps do
         for i, v in ipairs(variants) do
-          local us = attnbwd.time(case, tiles_of(v), iters)
+          local us, lines = attnbwd.time(case, tiles_of(v), iters)
+          if kernel then -- its line of the per-kernel times ("name us share")
+            us = nil
+            for name, t in (lines or ""):gmatch("(%S+)%s+([%d.]+) us") do
+              if name:sub(-#kernel) == kernel then us = tonumber(t) end
+            end
+            if not us then error("no kernel ending in '" .. kernel .. "' in the plan of #" .. idx) end
+          end
           if not best[i] or us < best[i] then best[i] = us end
         end
       end
