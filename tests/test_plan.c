@@ -656,9 +656,6 @@ static void edit_attention_plans(void **state) {
     gen_close(g);
 }
 
-/* Problem 2 on devices with less shared memory than the H200: the heuristic's
- * kernels fit each architecture's per-block limit, and an architecture
- * without the tensor-core instructions is refused with the reason. */
 /* gh_trunc=1 (the heuristic's): grad_hidden's producer (A = grad_qkv, K =
  * 3072) skips its rounding pass, the tensor cores truncating A; no other
  * product does, and with gh_trunc=0 none. */
@@ -687,6 +684,9 @@ static void gh_trunc_plans(void **state) {
     gen_close(g);
 }
 
+/* Problem 2 on devices with less shared memory than the H200: the heuristic's
+ * kernels fit each architecture's per-block limit, and an architecture
+ * without the tensor-core instructions is refused with the reason. */
 static void edit_attention_fits_smaller_devices(void **state) {
     (void)state;
     gen_state *g = open_gen();
