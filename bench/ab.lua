@@ -2,8 +2,9 @@
 --   attnbwd lua bench/ab.lua MODE SUITE VARIANT...
 -- MODE: compile (no GPU needed with --arch), check (fp64 reference), time
 -- (best of AB_REPS medians of AB_ITERS launches, cold L2, the variants taken
--- in turn so that drift hits them alike). VARIANT: "-" for the heuristic's
--- tiles, else "key=value ..." laid over them. AB_SHAPES="1,5" limits the
+-- in turn so that drift hits them alike; problem 2's inputs drawn once a
+-- workload for all the variants: attnbwd.time_tiles). VARIANT: "-" for the
+-- heuristic's tiles, else "key=value ..." laid over them. AB_SHAPES="1,5" limits the
 -- suite to those workloads (from 1). With two variants, the last column is
 -- the second's time against the first's. MODE time:KERNEL times instead the
 -- plan's kernel whose name ends in KERNEL, alone (problem 2), the same way:
@@ -44,17 +45,21 @@ for idx, case in ipairs(attnbwd.suite(suite)) do
       end
     else
       local best = {}
-      for _ = 1, reps do
-        for i, v in ipairs(variants) do
-          local us, lines = attnbwd.time(case, tiles_of(v), iters)
-          if kernel then -- its line of the per-kernel times ("name us share")
-            us = nil
-            for name, t in (lines or ""):gmatch("(%S+)%s+([%d.]+) us") do
-              if name:sub(-#kernel) == kernel then us = tonumber(t) end
+      if not kernel and case.problem == "edit_attention_bwd" then -- inputs drawn once for all the variants
+        best = attnbwd.time_tiles(case, variants, iters, reps)
+      else
+        for _ = 1, reps do
+          for i, v in ipairs(variants) do
+            local us, lines = attnbwd.time(case, tiles_of(v), iters, kernel ~= nil) -- alone: only for time:KERNEL
+            if kernel then -- its line of the per-kernel times ("name us share")
+              us = nil
+              for name, t in (lines or ""):gmatch("(%S+)%s+([%d.]+) us") do
+                if name:sub(-#kernel) == kernel then us = tonumber(t) end
+              end
+              if not us then error("no kernel ending in '" .. kernel .. "' in the plan of #" .. idx) end
             end
-            if not us then error("no kernel ending in '" .. kernel .. "' in the plan of #" .. idx) end
+            if not best[i] or us < best[i] then best[i] = us end
           end
-          if not best[i] or us < best[i] then best[i] = us end
         end
       end
       timed = timed + 1

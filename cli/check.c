@@ -589,13 +589,28 @@ static attnbwd_status launch_softmax(void *user, void *s) {
 }
 
 attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r) {
+    return check_time_case_ex(ctx, c, iters, 1, r);
+}
+
+attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
+                                int reps, double *best_us) {
+    check_result r;
+    attnbwd_status st = use_ctx_device(ctx, &r);
+    if (st != ATTNBWD_OK)
+        return st;
+    if (!c || c->shape.problem != ATTNBWD_EDIT_ATTENTION_BWD)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_tiles: problem-2 cases only");
+    return check_edit_time_tiles(ctx, c, n, tiles, iters, reps, best_us);
+}
+
+attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r) {
     if (!r)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: null result");
     attnbwd_status dev_st = use_ctx_device(ctx, r);
     if (dev_st != ATTNBWD_OK)
         return dev_st;
     if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
-        return check_edit_time_case(ctx, c, iters, r);
+        return check_edit_time_case(ctx, c, iters, alone, r);
     memset(r, 0, sizeof *r);
     if (iters <= 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: iters = %d, want > 0", iters);

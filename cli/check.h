@@ -43,6 +43,12 @@ attnbwd_status check_case(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, 
 /* Time one case (median of iters, cold L2), filling r->median_us and
  * r->gbytes_per_s. Inputs are random, as for check_case. */
 attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r);
+/* check_time_case without problem 2's per-kernel breakdown when !alone (an
+ * A/B of whole calls then spends its device time on them only). */
+attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
+/* check_edit_time_tiles (below) on the context's device; problem 2 only. */
+attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
+                                int reps, double *best_us);
 
 /* The timing loop shared by the problems: fn launches the work on stream s
  * (a cudaStream_t); median device time in us of `iters` launches, each after
@@ -102,7 +108,14 @@ attnbwd_status check_edit_case_ex(attnbwd_ctx *ctx, const suite_case *c, uint64_
                                   check_result *r, check_edit_output *outputs);
 
 /* check_time_case for a problem-2 case: r->message also gives TFLOP/s of
- * check_floor_flops. */
-attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r);
+ * check_floor_flops; with `alone`, r->breakdown each kernel timed alone. */
+attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
+
+/* A/B of tile choices on one problem-2 case: the inputs drawn and uploaded
+ * once, then `reps` rounds in which each of the n choices (tiles[i]; NULL:
+ * the heuristic's) is timed as check_time_case times it, in turn, so that
+ * drift hits them alike. best_us[i]: its least median. */
+attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
+                                     int iters, int reps, double *best_us);
 
 #endif

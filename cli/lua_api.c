@@ -200,9 +200,10 @@ static int l_check(lua_State *L) {
     return 1;
 }
 
-/* attnbwd.time(case [, tiles [, iters]]) -> median us (cold L2) [, per-kernel
- * lines]: problem 2 also gives each kernel of the plan timed alone, the same
- * way ("name us share" lines, slowest first), as `check --time` prints them. */
+/* attnbwd.time(case [, tiles [, iters [, alone]]]) -> median us (cold L2) [,
+ * per-kernel lines]: problem 2 also gives each kernel of the plan timed alone,
+ * the same way ("name us share" lines, slowest first), as `check --time`
+ * prints them, unless alone is false. */
 static int l_time(lua_State *L) {
     suite_case c;
     const char *why = to_case(L, 1, &c);
@@ -210,12 +211,46 @@ static int l_time(lua_State *L) {
     c.tiles = luaL_optstring(L, 2, NULL);
     lua_Integer iters = luaL_optinteger(L, 3, 50);
     if (iters < 1 || iters > 100000) return fail(L, "iters = %d: must be in [1, 100000]", (int)iters);
+    const int alone = lua_isnoneornil(L, 4) || lua_toboolean(L, 4);
     check_result r;
-    if (check_time_case(ctx_of(L), &c, (int)iters, &r) != ATTNBWD_OK) return fail(L, "%s", attnbwd_last_error());
+    if (check_time_case_ex(ctx_of(L), &c, (int)iters, alone, &r) != ATTNBWD_OK)
+        return fail(L, "%s", attnbwd_last_error());
     lua_pushnumber(L, r.median_us);
     if (!r.breakdown[0]) return 1;
     lua_pushstring(L, r.breakdown);
     return 2;
+}
+
+/* attnbwd.time_tiles(case, {tiles...} [, iters [, reps]]) -> {us...}: problem 2,
+ * each tile choice ("-": the heuristic's) timed as attnbwd.time times it, on
+ * inputs drawn once, in turn for `reps` rounds (default 2); each one's least
+ * median. */
+static int l_time_tiles(lua_State *L) {
+    suite_case c;
+    const char *why = to_case(L, 1, &c);
+    if (why) return fail(L, "%s", why);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    const lua_Integer n = luaL_len(L, 2), iters = luaL_optinteger(L, 3, 50), reps = luaL_optinteger(L, 4, 2);
+    if (n < 1 || n > 64) return fail(L, "%d tile choices: must be 1 to 64", (int)n);
+    if (iters < 1 || iters > 100000) return fail(L, "iters = %d: must be in [1, 100000]", (int)iters);
+    if (reps < 1 || reps > 100) return fail(L, "reps = %d: must be in [1, 100]", (int)reps);
+    const char *tiles[64];
+    double best[64];
+    for (lua_Integer i = 1; i <= n; i++) {
+        const int type = lua_geti(L, 2, i);
+        const char *t = type == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* the table keeps it alive */
+        lua_pop(L, 1);
+        if (!t) return fail(L, "tile choice %d is a %s, not a string", (int)i, lua_typename(L, type));
+        tiles[i - 1] = strcmp(t, "-") ? t : NULL;
+    }
+    if (check_time_tiles(ctx_of(L), &c, (int)n, tiles, (int)iters, (int)reps, best) != ATTNBWD_OK)
+        return fail(L, "%s", attnbwd_last_error());
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_pushnumber(L, best[i - 1]);
+        lua_seti(L, -2, i);
+    }
+    return 1;
 }
 
 /* attnbwd.floor_bytes(case) -> bytes that must move */
@@ -261,7 +296,7 @@ static int l_tuning_key(lua_State *L) {
 
 static const luaL_Reg api[] = {
     {"suite", l_suite},     {"candidates", l_candidates}, {"compile", l_compile},       {"check", l_check},
-    {"time", l_time},       {"floor_bytes", l_floor_bytes}, {"tuning_key", l_tuning_key}, {NULL, NULL},
+    {"time", l_time},       {"time_tiles", l_time_tiles}, {"floor_bytes", l_floor_bytes}, {"tuning_key", l_tuning_key}, {NULL, NULL},
 };
 
 lua_State *lua_api_open(attnbwd_ctx *ctx) {

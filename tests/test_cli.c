@@ -397,6 +397,13 @@ static void test_lua_script(void **state)
                "e.precision = 'bf16'\n"
                "local okp, whyp = pcall(a.candidates, e)\n"
                "assert(not okp and tostring(whyp):find('shape.precision'), tostring(whyp))\n"
+               "e.precision = 0\n"
+               "local okt, whyt = pcall(a.time_tiles, e, {}, 5)\n"
+               "assert(not okt and tostring(whyt):find('0 tile choices'), tostring(whyt))\n"
+               "okt, whyt = pcall(a.time_tiles, e, {'-', 'pair=0'}, 5, 0)\n"
+               "assert(not okt and tostring(whyt):find('reps = 0'), tostring(whyt))\n"
+               "okt, whyt = pcall(a.time_tiles, e, {'-', 7.5})\n"
+               "assert(not okt and tostring(whyt):find('tile choice 2'), tostring(whyt))\n"
                "print('compiled ' .. k.name .. ' ' .. arg[1])\n");
     fclose(f);
     f = fopen(bad, "w");
