@@ -2,8 +2,9 @@
 --   attnbwd lua bench/ab.lua MODE SUITE VARIANT...
 -- MODE: compile (no GPU needed with --arch), check (fp64 reference), time
 -- (best of AB_REPS medians of AB_ITERS launches, cold L2, the variants taken
--- in turn so that drift hits them alike; problem 2's inputs drawn once a
--- workload for all the variants: attnbwd.time_tiles). VARIANT: "-" for the
+-- in turn so that drift hits them alike; problem 2: inputs drawn once a
+-- workload for all the variants, the mean of AB_REPS medians, the rounds
+-- forward and backward in turn: attnbwd.time_tiles). VARIANT: "-" for the
 -- heuristic's tiles, else "key=value ..." laid over them. AB_SHAPES="1,5" limits the
 -- suite to those workloads (from 1). With two variants, the last column is
 -- the second's time against the first's. MODE time:KERNEL times instead the

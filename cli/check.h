@@ -113,8 +113,9 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
 
 /* A/B of tile choices on one problem-2 case: the inputs drawn and uploaded
  * once, then `reps` rounds in which each of the n choices (tiles[i]; NULL:
- * the heuristic's) is timed as check_time_case times it, in turn, so that
- * drift hits them alike. best_us[i]: its least median. */
+ * the heuristic's) is timed as check_time_case times it, in turn, forward
+ * and backward in alternate rounds so that a drift over a round hits them
+ * alike. best_us[i]: the mean of its medians. */
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
                                      int iters, int reps, double *best_us);
 

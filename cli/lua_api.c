@@ -223,8 +223,8 @@ static int l_time(lua_State *L) {
 
 /* attnbwd.time_tiles(case, {tiles...} [, iters [, reps]]) -> {us...}: problem 2,
  * each tile choice ("-": the heuristic's) timed as attnbwd.time times it, on
- * inputs drawn once, in turn for `reps` rounds (default 2); each one's least
- * median. */
+ * inputs drawn once, in turn for `reps` rounds (default 2), forward and
+ * backward in alternate rounds; the mean of each one's medians. */
 static int l_time_tiles(lua_State *L) {
     suite_case c;
     const char *why = to_case(L, 1, &c);
@@ -291,6 +291,10 @@ static int l_tuning_key(lua_State *L) {
     if (why) return fail(L, "%s", why);
     lua_pushfstring(L, "%s B=%d H=%d T=%d dropout=%d", problem_names[c.shape.problem], (int)c.shape.batch,
                     (int)c.shape.heads, (int)c.shape.seq_len, c.shape.dropout);
+    if (c.shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) { /* as lua/plan.lua's tuning_key */
+        lua_pushfstring(L, " precision=%d", c.shape.precision);
+        lua_concat(L, 2);
+    }
     return 1;
 }
 

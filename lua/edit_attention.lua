@@ -213,6 +213,10 @@ function M.validate(shape, t, arch)
       return string.format("%s must be %s (%s)", key, listed(values), meaning)
     end
   end
+  if t.precision ~= shape.precision then -- e.g. a tuning entry of another precision: never the wrong kernel
+    return string.format("precision=%d, but the shape asks for precision %d", t.precision,
+                         shape.precision)
+  end
   if t.kv_split == 1 and t.fused ~= 1 then return "kv_split=1 (gV and gK on separate warps) is for fused=1" end
   if t.p_stages ~= 0 and t.fused ~= 1 then return "p_stages is for fused=1" end
   if t.pdl ~= 0 and not pdl_arch(arch) then

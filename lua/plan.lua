@@ -26,9 +26,13 @@ function M.configure(gpu, user_text)
   tuning.tables[#tuning.tables + 1] = require "tuning_h200"
 end
 
+-- Problem 2's keys name the precision too: tiles tuned for one precision
+-- must not be laid over a request for another.
 function M.tuning_key(shape)
-  return string.format("%s B=%d H=%d T=%d dropout=%d", shape.problem, shape.batch, shape.heads,
-                       shape.seq_len, shape.dropout)
+  local key = string.format("%s B=%d H=%d T=%d dropout=%d", shape.problem, shape.batch, shape.heads,
+                            shape.seq_len, shape.dropout)
+  if shape.problem == "edit_attention_bwd" then key = key .. " precision=" .. shape.precision end
+  return key
 end
 
 local function tuned(shape)

@@ -508,7 +508,9 @@ static void tuning_tables(void **state) {
                "threads_per_row=32 unroll=4 vec=1',\n"
                "  ['softmax_dropout_bwd B=1 H=16 T=777 dropout=0'] = 'block=256 head_fastest=0 in_registers=1 "
                "split=0 threads_per_row=32 unroll=4 vec=4',\n"
-               "  ['edit_attention_bwd B=2 H=16 T=449 dropout=1'] = 'bj=32 p_stages=0',\n"
+               "  ['edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0'] = 'bj=32 p_stages=0',\n"
+               /* tuned for tf32 (the tiles say so) but keyed fp16: not laid over an fp16 request */
+               "  ['edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=2'] = 'bj=32 precision=0',\n"
                "} }\n");
     fclose(f);
     ctx = test_open(dir, &lc);
@@ -518,6 +520,14 @@ static void tuning_tables(void **state) {
     assert_int_equal(attnbwd_generate(ctx, &edit, &src, &tiles), ATTNBWD_OK); /* problem 2: the user's too */
     assert_non_null(strstr(tiles, "bj=32"));
     assert_non_null(strstr(tiles, "p_stages=0"));
+    attnbwd_free(src);
+    attnbwd_free(tiles);
+    /* fp16: its own key; the entry's precision=0 does not fit, so the heuristic's tiles at precision 2 */
+    attnbwd_shape edit16 = edit;
+    edit16.precision = ATTNBWD_PRECISION_FP16;
+    assert_int_equal(attnbwd_generate(ctx, &edit16, &src, &tiles), ATTNBWD_OK);
+    assert_non_null(strstr(tiles, "precision=2"));
+    assert_non_null(strstr(tiles, "bj=64"));
     attnbwd_free(src);
     attnbwd_free(tiles);
     attnbwd_close(ctx);

@@ -390,6 +390,7 @@ static void test_lua_script(void **state)
                "assert(#a.suite('sol066_workload') == 16)\n"
                "local e = { problem = 'edit_attention_bwd', batch = 1, heads = 16, seq_len = 17 }\n"
                "assert(a.candidates(e)[1]:find('precision=0', 1, true))\n"
+               "assert(a.tuning_key(e) == 'edit_attention_bwd B=1 H=16 T=17 dropout=0 precision=0', a.tuning_key(e))\n"
                "e.precision = 'fp16'\n"
                "assert(a.candidates(e)[1]:find('precision=2', 1, true))\n"
                "e.precision = a.suite('sol072_workload')[1].precision\n"
