@@ -48,7 +48,7 @@ attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters,
 attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
 /* check_edit_time_tiles (below) on the context's device; problem 2 only. */
 attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
-                                int reps, double *best_us);
+                                int reps, double *mean_us);
 
 /* The timing loop shared by the problems: fn launches the work on stream s
  * (a cudaStream_t); median device time in us of `iters` launches, each after
@@ -115,8 +115,8 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
  * once, then `reps` rounds in which each of the n choices (tiles[i]; NULL:
  * the heuristic's) is timed as check_time_case times it, in turn, forward
  * and backward in alternate rounds so that a drift over a round hits them
- * alike. best_us[i]: the mean of its medians. */
+ * alike. mean_us[i]: the mean of its medians. */
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
-                                     int iters, int reps, double *best_us);
+                                     int iters, int reps, double *mean_us);
 
 #endif

@@ -658,8 +658,8 @@ cleanup:
 }
 
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
-                                     int iters, int reps, double *best_us) {
-    if (!c || n <= 0 || !tiles || !best_us || iters <= 0 || reps <= 0)
+                                     int iters, int reps, double *mean_us) {
+    if (!c || n <= 0 || !tiles || !mean_us || iters <= 0 || reps <= 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_edit_time_tiles: n = %d, iters = %d, reps = %d", n,
                        iters, reps);
     ref_edit_inputs in;
@@ -679,7 +679,7 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
         st = get_kernel(ctx, &ci, &k[i]);
         if (st == ATTNBWD_OK && attnbwd_edit_attention_workspace(k[i]) > ws)
             ws = attnbwd_edit_attention_workspace(k[i]);
-        best_us[i] = 0.0;
+        mean_us[i] = 0.0;
     }
     if (st == ATTNBWD_OK)
         st = draw_host(c, 0x5eedf00dull, 0, &in, &f);
@@ -702,7 +702,7 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
             st = check_time_launches(launch_edit, &l, iters, &us);
             if (st != ATTNBWD_OK)
                 goto cleanup;
-            best_us[i] += us / reps;
+            mean_us[i] += us / reps;
         }
 cleanup:
     dev_free(&d);

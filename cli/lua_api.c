@@ -235,7 +235,7 @@ static int l_time_tiles(lua_State *L) {
     if (iters < 1 || iters > 100000) return fail(L, "iters = %d: must be in [1, 100000]", (int)iters);
     if (reps < 1 || reps > 100) return fail(L, "reps = %d: must be in [1, 100]", (int)reps);
     const char *tiles[64];
-    double best[64];
+    double mean[64];
     for (lua_Integer i = 1; i <= n; i++) {
         const int type = lua_geti(L, 2, i);
         const char *t = type == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* the table keeps it alive */
@@ -243,11 +243,11 @@ static int l_time_tiles(lua_State *L) {
         if (!t) return fail(L, "tile choice %d is a %s, not a string", (int)i, lua_typename(L, type));
         tiles[i - 1] = strcmp(t, "-") ? t : NULL;
     }
-    if (check_time_tiles(ctx_of(L), &c, (int)n, tiles, (int)iters, (int)reps, best) != ATTNBWD_OK)
+    if (check_time_tiles(ctx_of(L), &c, (int)n, tiles, (int)iters, (int)reps, mean) != ATTNBWD_OK)
         return fail(L, "%s", attnbwd_last_error());
     lua_createtable(L, (int)n, 0);
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_pushnumber(L, best[i - 1]);
+        lua_pushnumber(L, mean[i - 1]);
         lua_seti(L, -2, i);
     }
     return 1;
