@@ -657,16 +657,30 @@ cleanup:
     return st;
 }
 
+/* The timing runs' inputs: drawn (the same seed for every timing), uploaded
+ * with a workspace of ws_bytes, and freed on the host again (the device
+ * holds them; at the largest shapes they are gigabytes). */
+static attnbwd_status upload_timing_inputs(const suite_case *c, size_t ws_bytes, edit_dev *d, edit_args *da) {
+    ref_edit_inputs in;
+    ref_edit_fwd32 f;
+    edit_args ha;
+    attnbwd_status st = draw_host(c, 0x5eedf00dull, 0, &in, &f);
+    if (st != ATTNBWD_OK)
+        return st;
+    ref_edit_fill_args(&in, &f, &ha);
+    st = upload(c, &ha, ws_bytes, d, da);
+    ref_edit_fwd32_free(&f);
+    ref_edit_inputs_free(&in);
+    return st;
+}
+
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
                                      int iters, int reps, double *mean_us) {
     if (!c || n <= 0 || !tiles || !mean_us || iters <= 0 || reps <= 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_edit_time_tiles: n = %d, iters = %d, reps = %d", n,
                        iters, reps);
-    ref_edit_inputs in;
-    ref_edit_fwd32 f;
     edit_dev d;
-    edit_args ha, da;
-    int have_host = 0;
+    edit_args da;
     memset(&d, 0, sizeof d);
     attnbwd_status st = ATTNBWD_OK;
     attnbwd_kernel **k = calloc((size_t)n, sizeof *k);
@@ -682,12 +696,7 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
         mean_us[i] = 0.0;
     }
     if (st == ATTNBWD_OK)
-        st = draw_host(c, 0x5eedf00dull, 0, &in, &f);
-    if (st != ATTNBWD_OK)
-        goto cleanup;
-    have_host = 1;
-    ref_edit_fill_args(&in, &f, &ha);
-    st = upload(c, &ha, ws, &d, &da); /* the largest workspace serves every plan */
+        st = upload_timing_inputs(c, ws, &d, &da); /* the largest workspace serves every plan */
     if (st != ATTNBWD_OK)
         goto cleanup;
     /* Serpentine rounds (forward, then backward): the GPU slows over a long
@@ -706,10 +715,6 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
         }
 cleanup:
     dev_free(&d);
-    if (have_host) {
-        ref_edit_fwd32_free(&f);
-        ref_edit_inputs_free(&in);
-    }
     free(k);
     return st;
 }
@@ -724,12 +729,9 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
         return st;
     }
 
-    ref_edit_inputs in;
-    ref_edit_fwd32 f;
     edit_dev d;
-    edit_args ha, da;
+    edit_args da;
     edit_launch l;
-    int have_host = 0;
     double tflops = 0.0;
     memset(&d, 0, sizeof d);
 
@@ -739,17 +741,9 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
         goto cleanup;
     for (int i = 0; i < NOUT; i++)
         r->elements += sz_elems(out_desc[i].size, c->shape.batch, c->shape.seq_len);
-    st = draw_host(c, 0x5eedf00dull, 0, &in, &f);
+    st = upload_timing_inputs(c, attnbwd_edit_attention_workspace(k), &d, &da);
     if (st != ATTNBWD_OK)
         goto cleanup;
-    have_host = 1;
-    ref_edit_fill_args(&in, &f, &ha);
-    st = upload(c, &ha, attnbwd_edit_attention_workspace(k), &d, &da);
-    if (st != ATTNBWD_OK)
-        goto cleanup;
-    ref_edit_fwd32_free(&f); /* the device holds them now */
-    ref_edit_inputs_free(&in);
-    have_host = 0;
 
     l = (edit_launch){k, c, &da};
     st = check_time_launches(launch_edit, &l, iters, &r->median_us);
@@ -768,10 +762,6 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
              iters, r->gbytes_per_s, tflops);
 cleanup:
     dev_free(&d);
-    if (have_host) {
-        ref_edit_fwd32_free(&f);
-        ref_edit_inputs_free(&in);
-    }
     if (st != ATTNBWD_OK)
         snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
     return st;

@@ -31,8 +31,6 @@ static int fail(lua_State *L, const char *fmt, ...) {
     return 2;
 }
 
-static const char *problem_names[] = {"", "softmax_dropout_bwd", "edit_attention_bwd"};
-
 static int int_field(lua_State *L, int t, const char *k, lua_Integer dflt, lua_Integer *out) {
     lua_getfield(L, t, k);
     int isnum = 1;
@@ -284,17 +282,18 @@ static int l_info(lua_State *L) {
     return 1;
 }
 
-/* attnbwd.tuning_key(shape) -> the key of tuning tables */
+/* attnbwd.tuning_key(shape) -> the key of tuning tables, as lua/plan.lua makes
+ * it for the tables it reads (one format, in one place). */
 static int l_tuning_key(lua_State *L) {
     suite_case c;
     const char *why = to_case(L, 1, &c);
     if (why) return fail(L, "%s", why);
-    lua_pushfstring(L, "%s B=%d H=%d T=%d dropout=%d", problem_names[c.shape.problem], (int)c.shape.batch,
-                    (int)c.shape.heads, (int)c.shape.seq_len, c.shape.dropout);
-    if (c.shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) { /* as lua/plan.lua's tuning_key */
-        lua_pushfstring(L, " precision=%d", c.shape.precision);
-        lua_concat(L, 2);
-    }
+    lua_getglobal(L, "require");
+    lua_pushstring(L, "plan");
+    lua_call(L, 1, 1); /* embedded: cannot fail */
+    lua_getfield(L, -1, "tuning_key");
+    gen_push_shape(L, &c.shape);
+    lua_call(L, 1, 1);
     return 1;
 }
 
