@@ -362,6 +362,16 @@ local function gemm_smem(c, ta, tb)
   return c.stages * (a + b) * 4
 end
 
+-- K in s slices of whole k tiles: the slice length, or nil where s slices of
+-- it do not come out as s (or, split, are shorter than four k tiles).
+local function k_slice(k, s)
+  local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
+  if ceil_div(k, kslice) == s and (s == 1 or kslice >= 4 * GEMM_BK) then return kslice end
+end
+-- What a K split of s slices adds: the partial products written and read
+-- back, the output written, and the reduce's launch.
+local function split_cost(m, n, s) return s > 1 and (2 * s + 1) * m * n * 4 / 3e12 + 3e-6 or 0 end
+
 -- The tiles and K split of one product with the least modelled time among
 -- `configs` whose shared memory (smem(c) bytes) fits `limit`: waves of blocks,
 -- each SM running `per_sm` of them at `rate` FLOP/s together, plus the traffic
@@ -370,14 +380,12 @@ local function choose(configs, smem, m, n, k, limit)
   local best
   for _, c in ipairs(configs) do
     for _, s in ipairs(limit and smem(c) > limit and {} or SPLITS) do
-      local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
-      local splits = ceil_div(k, kslice)
-      if splits == s and (s == 1 or kslice >= 4 * GEMM_BK) then
-        local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * splits
+      local kslice = k_slice(k, s)
+      if kslice then
+        local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * s
         local waves = ceil_div(blocks, SMS * c.per_sm)
-        local time = waves * 2 * c.bm * c.bn * kslice / (c.rate / c.per_sm) +
-                     (splits > 1 and (2 * splits + 1) * m * n * 4 / 3e12 + 3e-6 or 0)
-        if not best or time < best.time then best = { config = c, splits = splits, kslice = kslice, time = time } end
+        local time = waves * 2 * c.bm * c.bn * kslice / (c.rate / c.per_sm) + split_cost(m, n, s)
+        if not best or time < best.time then best = { config = c, splits = s, kslice = kslice, time = time } end
       end
     end
   end
@@ -439,8 +447,8 @@ end
 -- least modelled time for the two together. Blocks of the product with the
 -- longer ones go first; each block takes the SM that frees first (one block
 -- an SM), and takes PAIR_BLOCK_SETUP beyond its tile's work (its prologue and
--- its tile's stores); split products add their reduce as choose() charges
--- it. wide_only (pair=2): 128x256 tiles only. Returns the choices of g1
+-- its tile's stores); split products add their reduce (split_cost), as
+-- choose() does. wide_only (pair=2): 128x256 tiles only. Returns the choices of g1
 -- and g2 (swapped: g2's blocks go first), or nil where none fits.
 local PAIR_BLOCK_SETUP, PAIR_SPLITS, PAIR_MAX_BLOCKS = 3e-6, { 1, 2, 3, 4 }, 8 * SMS
 local function pair_makespan(n1, t1, n2, t2)
@@ -470,13 +478,12 @@ function M.choose_pair(g1, g2, limit, wide_only)
     for _, c in ipairs(TMA_CONFIGS) do
       if not (limit and tma_smem(c, g.ta) > limit) and not (wide_only and c.bn ~= 256) then
         for _, s in ipairs(PAIR_SPLITS) do
-          local kslice = ceil_div(ceil_div(g.k, s), GEMM_BK) * GEMM_BK
-          if ceil_div(g.k, kslice) == s and (s == 1 or kslice >= 4 * GEMM_BK) then
+          local kslice = k_slice(g.k, s)
+          if kslice then
             out[#out + 1] = { config = c, splits = s, kslice = kslice, wg = true, tma = true,
                               blocks = ceil_div(g.m, c.bm) * ceil_div(g.n, c.bn) * s,
                               block_time = PAIR_BLOCK_SETUP + 2 * c.bm * c.bn * kslice / c.rate,
-                              reduce = s > 1 and (2 * s + 1) * g.m * g.n * 4 / 3e12 + 3e-6 or 0,
-                              smem = tma_smem(c, g.ta) }
+                              reduce = split_cost(g.m, g.n, s), smem = tma_smem(c, g.ta) }
           end
         end
       end
