@@ -330,10 +330,11 @@ cleanup:
     return st;
 }
 
-/* The plan twice more against what its lanes wrote, outputs and workspace
- * poisoned before each: in plan order on one stream, and captured into a
- * CUDA graph (global capture mode, as PyTorch's) and replayed. Every kernel
- * is deterministic, so all three must agree bit for bit; a difference means
+/* The plan again against what its lanes wrote, outputs and workspace
+ * poisoned before each: in plan order on one stream, captured into a CUDA
+ * graph (global capture mode, as PyTorch's) and replayed, and twice from the
+ * kernel's own graph of the call. Every kernel is deterministic, so all must
+ * agree bit for bit; a difference means
  * the lanes let a kernel read what another had not finished writing, or the
  * capture lost a fork or join. *same is 0 then, with the first difference
  * in why. */
@@ -373,7 +374,23 @@ static attnbwd_status compare_reruns(attnbwd_kernel *k, const suite_case *c, con
     CUDA_TRY(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
     CUDA_TRY(cudaGraphLaunch(exec, s), "cudaGraphLaunch");
     CUDA_TRY(cudaStreamSynchronize(s), "the graph replay (cudaStreamSynchronize)");
-    st = same_bits(c, d, saved, "from a captured CUDA graph", a, b, same, why, cap);
+    if ((st = same_bits(c, d, saved, "from a captured CUDA graph", a, b, same, why, cap)) != ATTNBWD_OK || !*same)
+        goto cleanup;
+
+    /* The kernel's own graph: these arguments came before, so the call now
+     * replays it (captured first where it had none of them). */
+    for (int round = 0; k->ctx->graphs && round < 2; round++) {
+        const unsigned long replays = k->graph_replays;
+        if ((st = repoison(c, d)) != ATTNBWD_OK || (st = launch(k, c, da, s)) != ATTNBWD_OK) goto cleanup;
+        CUDA_TRY(cudaStreamSynchronize(s), "the kernel's graph (cudaStreamSynchronize)");
+        if (k->graph_replays != replays + 1) {
+            snprintf(why, cap, "a call with the same arguments again was not replayed from the kernel's CUDA graph");
+            *same = 0;
+            goto cleanup;
+        }
+        if ((st = same_bits(c, d, saved, "from the kernel's CUDA graph", a, b, same, why, cap)) != ATTNBWD_OK || !*same)
+            goto cleanup;
+    }
 cleanup:
     if (exec) cudaGraphExecDestroy(exec);
     if (graph) cudaGraphDestroy(graph);

@@ -122,6 +122,9 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
      * (1, the default), or on the caller's stream (0). */
     const char *pri = getenv("ATTNBWD_LANE_PRIORITY");
     ctx->lane_priority = !(pri && !strcmp(pri, "0"));
+    /* Repeated calls of problem 2 replayed from a CUDA graph (1, the default), or always launched directly (0). */
+    const char *graphs = getenv("ATTNBWD_GRAPHS");
+    ctx->graphs = !(graphs && !strcmp(graphs, "0"));
     log_line(&ctx->log, ATTNBWD_LOG_INFO, "context: arch %s, device %s, cache %s", ctx->arch,
              ctx->have_device ? ctx->dev.name : "none", ctx->cache.dir ? ctx->cache.dir : "off");
     err_clear();
@@ -131,6 +134,7 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
 
 static void kernel_free(attnbwd_kernel *k) {
     if (!k) return;
+    graph_free(k);
     for (int i = 0; i < PLAN_MAX_LANES; ++i) {
         drv_stream_destroy(&k->ctx->dev, k->lane_streams[i]);
         drv_event_destroy(&k->ctx->dev, k->join_events[i]);

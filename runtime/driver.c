@@ -38,6 +38,13 @@
     X(cuEventDestroy, "cuEventDestroy_v2", (CUevent))                                             \
     X(cuEventRecord, "cuEventRecord", (CUevent, CUstream))                                        \
     X(cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream, CUevent, unsigned))                      \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", (CUstream, CUstreamCaptureStatus *))            \
+    X(cuStreamBeginCapture, "cuStreamBeginCapture_v2", (CUstream, CUstreamCaptureMode))           \
+    X(cuStreamEndCapture, "cuStreamEndCapture", (CUstream, CUgraph *))                            \
+    X(cuGraphInstantiate, "cuGraphInstantiateWithFlags", (CUgraphExec *, CUgraph, unsigned long long)) \
+    X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec, CUstream))                                    \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec))                                    \
+    X(cuGraphDestroy, "cuGraphDestroy", (CUgraph))                                                \
     X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                          \
       (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, \
        const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,          \
@@ -318,4 +325,66 @@ attnbwd_status drv_stream_wait_event(drv_device *dev, void *stream, void *event)
 cleanup:
     leave(pushed);
     return status;
+}
+
+attnbwd_status drv_stream_capturing(drv_device *dev, void *stream, int *capturing) {
+    attnbwd_status status = ATTNBWD_OK;
+    CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+    *capturing = 1;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuStreamIsCapturing((CUstream)stream, &cs));
+    *capturing = cs != CU_STREAM_CAPTURE_STATUS_NONE;
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_capture_begin(drv_device *dev, void *stream) {
+    attnbwd_status status = ATTNBWD_OK;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    /* Thread-local: other threads' calls neither break nor join this capture. */
+    CU_CHECK(p_cuStreamBeginCapture((CUstream)stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_capture_end(drv_device *dev, void *stream, int keep, void **exec) {
+    attnbwd_status status = ATTNBWD_OK;
+    CUgraph graph = NULL;
+    CUgraphExec ge = NULL;
+    *exec = NULL;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuStreamEndCapture((CUstream)stream, &graph));
+    if (keep) {
+        /* The kernels at their streams' priorities as captured (lane 0's
+         * greatest), not all at the priority of the stream it is launched on. */
+        CU_CHECK(p_cuGraphInstantiate(&ge, graph, CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY));
+        *exec = ge;
+    }
+cleanup:
+    if (graph) p_cuGraphDestroy(graph); /* the executable graph keeps what it needs */
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_graph_launch(drv_device *dev, void *exec, void *stream) {
+    attnbwd_status status = ATTNBWD_OK;
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    CU_CHECK(p_cuGraphLaunch((CUgraphExec)exec, (CUstream)stream));
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+void drv_graph_destroy(drv_device *dev, void *exec) {
+    if (!exec || !dev->retained) return;
+    attnbwd_status ignored;
+    int pushed = enter(dev, &ignored);
+    p_cuGraphExecDestroy((CUgraphExec)exec); /* a replay still queued completes first */
+    leave(pushed);
 }

@@ -63,4 +63,14 @@ attnbwd_status drv_event_record(drv_device *dev, void *event, void *stream);
 /* Work queued on stream after this waits for the event's last record. */
 attnbwd_status drv_stream_wait_event(drv_device *dev, void *stream, void *event);
 
+/* CUDA graphs of a repeated call. drv_stream_capturing: *capturing is 1
+ * while stream is being captured (and where the driver cannot say). The
+ * capture is thread-local; drv_capture_end ends it and, when keep, makes the
+ * executable graph (*exec, NULL otherwise). */
+attnbwd_status drv_stream_capturing(drv_device *dev, void *stream, int *capturing);
+attnbwd_status drv_capture_begin(drv_device *dev, void *stream);
+attnbwd_status drv_capture_end(drv_device *dev, void *stream, int keep, void **exec);
+attnbwd_status drv_graph_launch(drv_device *dev, void *exec, void *stream);
+void drv_graph_destroy(drv_device *dev, void *exec);
+
 #endif

@@ -37,6 +37,15 @@ struct attnbwd_kernel {
     void *events[PLAN_MAX_EVENTS];
     void *fork_event;
     void *join_events[PLAN_MAX_LANES];
+    /* A call made twice in a row with the same arguments is captured into a
+     * CUDA graph, replayed while they stay the same (call_graph.c): one
+     * launch for the plan's kernels, and no gaps for the lanes' events.
+     * Guarded by launch_mu. */
+    void *capture_stream;
+    void *graph_exec;
+    attnbwd_edit_attention_args graph_args, last_args;
+    int have_last, graph_failed;
+    unsigned long graph_builds, graph_replays; /* for the tests */
 };
 
 /* The memory cache: shape (+ tile override) -> kernel, with a "being built"
@@ -62,6 +71,7 @@ struct attnbwd_ctx {
     char *dump_dir;          /* $ATTNBWD_DUMP_DIR: sources, logs, cubins */
     int one_stream;          /* $ATTNBWD_ONE_STREAM: plans run on the caller's stream alone */
     int lane_priority;       /* $ATTNBWD_LANE_PRIORITY != 0: lane 0 on our high-priority stream */
+    int graphs;              /* $ATTNBWD_GRAPHS != 0 (the default): repeated calls replay a CUDA graph */
 };
 
 /* kernel_table.c */
@@ -81,6 +91,14 @@ attnbwd_status kernel_get(attnbwd_ctx *ctx, const attnbwd_shape *shape, const ch
                           attnbwd_kernel **out, int *memory_hit);
 /* Loads the module at the first launch; fails clearly without a device. */
 attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k);
+
+/* call_graph.c: k's graph captured from one run of launch on a stream of
+ * k's own (replacing any graph before it), its replay on stream, and its
+ * release with the kernel. */
+typedef attnbwd_status (*plan_launch_fn)(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream);
+attnbwd_status graph_capture(attnbwd_kernel *k, plan_launch_fn launch, const attnbwd_edit_attention_args *args);
+attnbwd_status graph_replay(attnbwd_kernel *k, void *stream);
+void graph_free(attnbwd_kernel *k);
 
 /* Launches [first, first + count) of a problem-2 plan in plan order on
  * `stream`, arguments unchecked (attnbwd_edit_attention_bwd checks them and

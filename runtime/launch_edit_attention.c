@@ -136,7 +136,6 @@ static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attenti
     for (int i = 0; i < p->n_lanes; ++i) lanes[i] = k->lane_streams[i];
     if (!k->ctx->lane_priority || p->lane_priority[0] < 0) lanes[0] = stream;
     const int first = lanes[0] == stream; /* the first lane of ours */
-    pthread_mutex_lock(&k->launch_mu); /* the events are the kernel's, one sequence at a time */
     attnbwd_status s = drv_event_record(dev, k->fork_event, stream);
     for (int lane = first; s == ATTNBWD_OK && lane < p->n_lanes; ++lane)
         s = drv_stream_wait_event(dev, lanes[lane], k->fork_event);
@@ -153,8 +152,49 @@ static attnbwd_status launch_lanes(attnbwd_kernel *k, const attnbwd_edit_attenti
         if (j == ATTNBWD_OK) j = drv_stream_wait_event(dev, stream, k->join_events[lane]);
         if (s == ATTNBWD_OK) s = j;
     }
-    pthread_mutex_unlock(&k->launch_mu);
     return s;
+}
+
+/* The plan as the context runs it: on its lanes, or in plan order on the
+ * caller's stream. Under launch_mu: the events are the kernel's, one
+ * sequence at a time. */
+static attnbwd_status launch_plan(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
+    if (k->plan.n_lanes > 1 && !k->ctx->one_stream) return launch_lanes(k, args, stream);
+    return edit_attention_launch_range(k, args, stream, 0, k->plan.n_launches);
+}
+
+/* Every field the launches read, compared by value (not the struct's bytes:
+ * its padding may differ between two calls of the same arguments). */
+static int same_call(const attnbwd_edit_attention_args *a, const attnbwd_edit_attention_args *b) {
+    for (size_t i = 0; i < sizeof pointers / sizeof pointers[0]; ++i)
+        if (field(a, &pointers[i]) != field(b, &pointers[i])) return 0;
+    return !memcmp(&a->scale, &b->scale, sizeof a->scale) && !memcmp(&a->dropout_p, &b->dropout_p, sizeof a->dropout_p) &&
+           a->workspace == b->workspace && a->workspace_bytes == b->workspace_bytes;
+}
+
+/* The call, from the kernel's CUDA graph where the same arguments came
+ * before (call_graph.c): the first call of a set of arguments runs the plan
+ * directly, the second captures it and replays the graph, later ones only
+ * replay. Not while the caller's stream is itself being captured (the
+ * caller's graph takes the launches), nor with ATTNBWD_GRAPHS=0. */
+static attnbwd_status call_locked(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
+    int capturing = 1;
+    if (k->ctx->graphs && !k->graph_failed && drv_stream_capturing(&k->ctx->dev, stream, &capturing) == ATTNBWD_OK &&
+        !capturing) {
+        if (k->graph_exec && same_call(args, &k->graph_args)) return graph_replay(k, stream);
+        if (k->have_last && same_call(args, &k->last_args)) {
+            attnbwd_status s = graph_capture(k, launch_plan, args);
+            if (s == ATTNBWD_OK) return graph_replay(k, stream);
+            /* Never again for this kernel: the direct launches still work. */
+            k->graph_failed = 1;
+            log_line(&k->ctx->log, ATTNBWD_LOG_WARN, "%s: no CUDA graph (%s); launching directly", k->plan.name,
+                     attnbwd_last_error());
+        }
+    }
+    err_clear(); /* a stream the driver could not ask about is not an error of this call */
+    k->last_args = *args;
+    k->have_last = 1;
+    return launch_plan(k, args, stream);
 }
 
 attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
@@ -179,8 +219,10 @@ attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_
                        k->plan.workspace_bytes);
     attnbwd_status s = kernel_ensure_loaded(k);
     if (s != ATTNBWD_OK) return s;
-    if (k->plan.n_lanes > 1 && !k->ctx->one_stream) return launch_lanes(k, args, stream);
-    return edit_attention_launch_range(k, args, stream, 0, k->plan.n_launches);
+    pthread_mutex_lock(&k->launch_mu);
+    s = call_locked(k, args, stream);
+    pthread_mutex_unlock(&k->launch_mu);
+    return s;
 }
 
 attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream,
