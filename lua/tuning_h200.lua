@@ -35,6 +35,27 @@ return {
     -- session's A/B: B=4,T=288 188.4 / 199.7 / 193.5 us against 197.5 / 211.0 /
     -- 197.2, B=2,T=449 196.4 / 196.5 / 199.8 against 204.7 / 204.4 / 204.6.
     ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0",
-    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "pair=0",
+    -- Fourteenth session, with the call replayed from a CUDA graph: the side
+    -- lanes after gA (side_start=1) won on these in three A/B runs (four
+    -- serpentine rounds each, us, against the default): B=1,T=373 102.0 /
+    -- 102.0 / 102.5 against 113.8 / 113.5 / 114.4; B=1,T=853 231.6 / 217.9 /
+    -- 217.8 against 237.4 / 226.2 / 226.3; B=16,T=211 396.4 / 392.5 / 392.6
+    -- against 413.4 / 406.8 / 407.2; B=8,T=448 449.4 / 446.5 / 453.7 against
+    -- 481.7 / 452.9 / 459.9; B=16,T=691 1774 / 1745 / 1843 against 1889 / 1830
+    -- / 2041; B=2,T=449 (with pair=1, the heuristic's) 188.5 / 189.5 / 189.5
+    -- against pair=0's 191.9 / 194.8 / 194.4. It lost on B=4 (T=288, 640) by
+    -- 5-7%, and was level on the rest.
+    ["edit_attention_bwd B=1 H=16 T=373 dropout=1 precision=0"] = "side_start=1",
+    ["edit_attention_bwd B=1 H=16 T=853 dropout=1 precision=0"] = "side_start=1",
+    ["edit_attention_bwd B=16 H=16 T=211 dropout=1 precision=0"] = "side_start=1",
+    ["edit_attention_bwd B=8 H=16 T=448 dropout=1 precision=0"] = "side_start=1",
+    ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1",
+    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1",
+    -- And grad_hidden with grad_qkv_weight in one launch (pair=1, the
+    -- heuristic's only where B*T <= 4096) won on these two in three runs:
+    -- B=64,T=128 with side_start=1 725.8 / 738.5 / 756.7 against 765.7 / 775.3 /
+    -- 794.3; B=32,T=773 4268 / 4220 / 4234 against 4355 / 4340 / 4293.
+    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1",
+    ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1",
   },
 }

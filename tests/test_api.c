@@ -488,13 +488,13 @@ static void tuning_tables(void **state) {
     setenv("ATTNBWD_GPU_MODEL", "NVIDIA H200", 1);
     ctx = test_open(NULL, &lc);
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=1 threads_per_row=64")); /* shipped entry */
-    /* Problem 2's shipped entry here changes only `pair`: the heuristic's 64 keys and the P ring. */
+    /* Problem 2's shipped entry here changes only `side_start`: the heuristic's 64 keys and the P ring. */
     attnbwd_shape edit = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 449, 1, 0};
     char *src = NULL, *tiles = NULL;
     assert_int_equal(attnbwd_generate(ctx, &edit, &src, &tiles), ATTNBWD_OK);
     assert_non_null(strstr(tiles, "bj=64"));
     assert_non_null(strstr(tiles, "p_stages=2"));
-    assert_non_null(strstr(tiles, "pair=0")); /* the heuristic says pair=1 at B*T = 898 */
+    assert_non_null(strstr(tiles, "side_start=1")); /* the heuristic says 0 */
     attnbwd_free(src);
     attnbwd_free(tiles);
     attnbwd_close(ctx);
