@@ -11,12 +11,14 @@ Problem 2 (edit attention backward; rows without n_heads):
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl
 
 Quick try:  python3 bench/bench.py --only 3 --tools ours,eager
-Options:    --tools ours,eager,compile,eager_tf32,compile_tf32   --iters 50   --warmup 10   --only N|i,j,k
+Options:    --tools ours,ours_graph,eager,compile,eager_tf32,compile_tf32   --iters 50   --warmup 10   --only N|i,j,k
             --no-check   --seed 0   --copy-gib 4   --delay-cycles 1000000   --precision tf32|fp32 (problem 2)
 Tools:      by default problem 1 runs ours,eager,compile and problem 2 ours,eager,eager_tf32,compile_tf32;
             eager and compile run fp32 (PyTorch's default, allow_tf32 False), the _tf32 ones with
             torch.backends.cuda.matmul.allow_tf32 = True ("torch.compile (TF32 allowed)"); a problem skips the
-            tools of --tools that it has not.
+            tools of --tools that it has not. ours_graph (problem 2): our call captured once in a torch CUDA
+            graph and replayed, as a training loop's graph would hold it (ours replays a graph of its own
+            from the second call with the same arguments: the two should match).
 
 What it does, in one process:
   * loads libattnbwd with ctypes, opens a context, gets one kernel per workload;

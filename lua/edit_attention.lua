@@ -149,7 +149,7 @@ function M.heuristic(shape, arch)
   -- gV, gQ's epilogue) was as fast but put grad_qkv_bias, the sum of those
   -- rounded values over B*T rows, up to 0.16 off (99.7% within atol): removed.
   t.gh_trunc = 1
-  t.side_start = 0 -- the side lanes after gA: measured no better (docs/lua-api.md)
+  t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
   local function fits() return attention_smem(t.bj, 1, t.p_stages) + 8 * t.bj + 32 <= limit end
