@@ -149,6 +149,7 @@ function M.heuristic(shape, arch)
   -- gV, gQ's epilogue) was as fast but put grad_qkv_bias, the sum of those
   -- rounded values over B*T rows, up to 0.16 off (99.7% within atol): removed.
   t.gh_trunc = 1
+  t.pair_kv = 0 -- the pair in one launch after gQ
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -192,6 +193,8 @@ local CHOICES = {
   { "gh_trunc", { 0, 1 }, "grad_hidden's TMA producer rounds its A (grad_qkv) to TF32, or the tensor cores "
                           .. "truncate it" },
   { "side_start", { 0, 1 }, "the side lanes start with the call, or once gA is done" },
+  { "pair_kv", { 0, 1 }, "the pair in one launch after gQ, or its k and v parts beside gQ and its q part after, "
+                         .. "where pair > 0" },
 }
 
 -- "a, b or c"
@@ -329,6 +332,9 @@ function M.candidates(shape)
   local side = M.heuristic(shape) -- the side lanes after gA
   side.side_start = 1 - side.side_start
   add(side)
+  local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
+  kv.pair_kv = 1 - kv.pair_kv
+  if kv.pair > 0 then add(kv) end
   for _, where in ipairs { 0, 1, 2 } do -- the bias gradients' column sums: own passes, in split products, in TA products
     local t = M.heuristic(shape)
     t.gemm_bias = where
@@ -449,7 +455,8 @@ end
 -- an SM), and takes PAIR_BLOCK_SETUP beyond its tile's work (its prologue and
 -- its tile's stores); split products add their reduce (split_cost), as
 -- choose() does. wide_only (pair=2): 128x256 tiles only. Returns the choices of g1
--- and g2 (swapped: g2's blocks go first), or nil where none fits.
+-- and g2 (swapped: g2's blocks go first), or nil where none fits. splits1:
+-- g1's K splits to choose from (pair_kv: 3, at the q | k | v boundaries).
 local PAIR_BLOCK_SETUP, PAIR_SPLITS, PAIR_MAX_BLOCKS = 3e-6, { 1, 2, 3, 4 }, 8 * SMS
 local function pair_makespan(n1, t1, n2, t2)
   -- The SMs as groups of equal load, least first: each step gives the least
@@ -471,13 +478,13 @@ local function pair_makespan(n1, t1, n2, t2)
   place(n2, t2)
   return groups[#groups].load
 end
-function M.choose_pair(g1, g2, limit, wide_only)
+function M.choose_pair(g1, g2, limit, wide_only, splits1)
   local best
-  local function options(g)
+  local function options(g, splits)
     local out = {}
     for _, c in ipairs(TMA_CONFIGS) do
       if not (limit and tma_smem(c, g.ta) > limit) and not (wide_only and c.bn ~= 256) then
-        for _, s in ipairs(PAIR_SPLITS) do
+        for _, s in ipairs(splits or PAIR_SPLITS) do
           local kslice = k_slice(g.k, s)
           if kslice then
             out[#out + 1] = { config = c, splits = s, kslice = kslice, wg = true, tma = true,
@@ -491,7 +498,7 @@ function M.choose_pair(g1, g2, limit, wide_only)
     return out
   end
   local second = options(g2)
-  for _, a in ipairs(options(g1)) do
+  for _, a in ipairs(options(g1, splits1)) do
     for _, b in ipairs(second) do
       if a.blocks + b.blocks <= PAIR_MAX_BLOCKS then
         local x, y = a, b
@@ -635,8 +642,13 @@ local function plan_fused(shape, t, arch)
   end
   -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
   -- (their tiles and splits chosen together: M.choose_pair).
+  -- pair_kv=1: the pair in two launches, its k and v parts (grad_hidden's K
+  -- slices 2 and 3 of 1024, grad_qkv_weight's rows 1024..3071) beside gQ as
+  -- soon as the pass has written gK and gV, its q part after gQ.
+  local pair_kv = t.pair_kv == 1 and t.pair > 0 and t.tma == 1 and t.wg == 1 and t.gs_store == 1
   local pair = t.pair > 0 and t.tma == 1 and t.wg == 1 and
-               M.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2)
+               M.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2, pair_kv and { 3 } or nil)
+  if pair_kv and not (pair and pair[1].kslice == HID) then pair_kv = false end
   if pair then
     for i, g in ipairs { products[3], products[4] } do g.choice, g.kp = pair[i], ceil_div(g.k, 4) * 4 end
   end
@@ -760,20 +772,38 @@ local function plan_fused(shape, t, arch)
   end
   -- Two TMA-fed products in one launch (pair > 0), g1's blocks first, then
   -- each one's reduce and sums on the lane; returns whether each made its sums.
-  local function gemm_pair(g1, g2)
-    local name = g1.name .. "_and_" .. g2.name
+  -- part (pair_kv): nil for all of both; "kv" or "q" for the blocks of that
+  -- part (the caller then finishes the products after both parts).
+  local function gemm_pair(g1, g2, part)
+    local name = g1.name .. "_and_" .. g2.name .. (part and "_" .. part or "")
     local v1, a1, s1 = tma_product(g1, true)
     local v2, a2, s2 = tma_product(g2, true)
     local values = { NAME = p.prefix .. "_" .. name, NAME1 = g1.name, NAME2 = g2.name, COMMENT1 = g1.comment,
                      COMMENT2 = g2.comment }
     for k, v in pairs(v1) do values[k .. "1"] = v end
     for k, v in pairs(v2) do values[k .. "2"] = v end
+    -- Each product's blocks: K slices [S0, S0 + NS) x tile rows [Y0, Y0 + NY).
+    local blocks = 0
+    for i, g in ipairs { g1, g2 } do
+      local c = g.choice
+      local s0, ns, y0, ny = 0, c.splits, 0, ceil_div(g.m, c.config.bm)
+      if part and g.name == "grad_hidden" then -- K slices of 1024: q, k, v
+        if part == "kv" then s0, ns = 1, 2 else s0, ns = 0, 1 end
+      elseif part then -- grad_qkv_weight's rows: q's the first 1024
+        local q_rows = HID // c.config.bm
+        if part == "kv" then y0, ny = q_rows, ny - q_rows else ny = q_rows end
+      end
+      values["S0" .. i], values["NS" .. i], values["Y0" .. i], values["NY" .. i] = s0, ns, y0, ny
+      blocks = blocks + ceil_div(g.n, c.config.bn) * ny * ns
+    end
     p.render("gemm_tma_pair_kernel.cu", values)
-    p.kernel(name, { g1.choice.blocks + g2.choice.blocks, 1, 1 },
+    p.kernel(name, { blocks, 1, 1 },
              { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" },
              { tma_threads(g1.choice.config), 1, 1 }, math.max(g1.choice.smem, g2.choice.smem))
-    finish_product(g1, s1)
-    finish_product(g2, s2)
+    if not part then
+      finish_product(g1, s1)
+      finish_product(g2, s2)
+    end
     return s1, s2
   end
 
@@ -880,7 +910,23 @@ local function plan_fused(shape, t, arch)
     p.wait("grad_qkv")
     p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
   end
-  if pair then -- on the chain, after gQ: grad_qkv is complete
+  if pair_kv then -- the k and v parts beside gQ (lane 2), the q part after it, then both finished
+    if not makes_sums(gqw, true) then qkv_bias_pass() end
+    local g1, g2 = ghid, gqw
+    if pair.swapped then g1, g2 = gqw, ghid end
+    p.on(2)
+    p.wait("attention")
+    p.wait("ghid_b")
+    gemm_pair(g1, g2, "kv")
+    p.signal("pair_kv")
+    p.on(0)
+    p.wait("ghid_b")
+    p.wait("gqw_b")
+    local s1, s2 = gemm_pair(g1, g2, "q")
+    p.wait("pair_kv")
+    finish_product(g1, s1)
+    finish_product(g2, s2)
+  elseif pair then -- on the chain, after gQ: grad_qkv is complete
     if not makes_sums(gqw, true) then qkv_bias_pass() end
     p.on(0)
     p.wait("ghid_b")

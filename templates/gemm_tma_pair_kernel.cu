@@ -6,6 +6,8 @@
 // longer blocks, so the shorter ones fill the tail.
 // Product 1: {{BM1}}x{{BN1}} tiles, {{STAGES1}} stages, K in {{SPLITS1}} slice(s) of {{KSPLIT1}}.
 // Product 2: {{BM2}}x{{BN2}} tiles, {{STAGES2}} stages, K in {{SPLITS2}} slice(s) of {{KSPLIT2}}.
+// This launch: product 1's slices [{{S01}}, +{{NS1}}) x tile rows [{{Y01}}, +{{NY1}}), product 2's
+// slices [{{S02}}, +{{NS2}}) x rows [{{Y02}}, +{{NY2}}) (a part of each, with pair_kv; else all).
 extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1)
 {{NAME}}(const __grid_constant__ tc::tma_map map_a1, const __grid_constant__ tc::tma_map map_b1,
          float *__restrict__ C1, float *__restrict__ colsum1, const __grid_constant__ tc::tma_map map_a2,
@@ -15,17 +17,19 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1)
     static_assert({{BM1}} == 128 && {{BM2}} == 128, "one block size: a producer and two consumer warpgroups");
     constexpr int GX1 = ({{N1}} + {{BN1}} - 1) / {{BN1}}, GY1 = ({{M1}} + {{BM1}} - 1) / {{BM1}};
     constexpr int GX2 = ({{N2}} + {{BN2}} - 1) / {{BN2}}, GY2 = ({{M2}} + {{BM2}} - 1) / {{BM2}};
-    constexpr int NB1 = GX1 * GY1 * {{SPLITS1}};
+    static_assert({{Y01}} + {{NY1}} <= GY1 && {{S01}} + {{NS1}} <= {{SPLITS1}}, "product 1's part");
+    static_assert({{Y02}} + {{NY2}} <= GY2 && {{S02}} + {{NS2}} <= {{SPLITS2}}, "product 2's part");
+    constexpr int NB1 = GX1 * {{NY1}} * {{NS1}};
     int id = blockIdx.x;
     if (id < NB1) {
-        const int split = id / (GX1 * GY1), bx = id % GX1, by = id / GX1 % GY1;
+        const int split = {{S01}} + id / (GX1 * {{NY1}}), bx = id % GX1, by = {{Y01}} + id / GX1 % {{NY1}};
         float *out = {{SPLITS1}} > 1 ? C1 + (long long)split * {{M1}} * {{N1}} : C1;
         tc::gemm_tma<{{M1}}, {{N1}}, {{K1}}, {{TA1}}, {{BM1}}, {{BN1}}, {{STAGES1}}, {{RAW1}}, {{KSPLIT1}}, {{COLSUM1}}, {{A_TRUNC1}}>(
             &map_a1, &map_b1, out, {{SPLITS1}} > 1 ? {{N1}} : {{LDC1}}, {{SPLITS1}} > 1 ? 1.f : alpha, split, colsum1,
             bx, by);
     } else {
         id -= NB1;
-        const int split = id / (GX2 * GY2), bx = id % GX2, by = id / GX2 % GY2;
+        const int split = {{S02}} + id / (GX2 * {{NY2}}), bx = id % GX2, by = {{Y02}} + id / GX2 % {{NY2}};
         float *out = {{SPLITS2}} > 1 ? C2 + (long long)split * {{M2}} * {{N2}} : C2;
         tc::gemm_tma<{{M2}}, {{N2}}, {{K2}}, {{TA2}}, {{BM2}}, {{BN2}}, {{STAGES2}}, {{RAW2}}, {{KSPLIT2}}, {{COLSUM2}}, {{A_TRUNC2}}>(
             &map_a2, &map_b2, out, {{SPLITS2}} > 1 ? {{N2}} : {{LDC2}}, {{SPLITS2}} > 1 ? 1.f : alpha, split, colsum2,

@@ -376,20 +376,64 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     return v->gx * v->gy * v->splits;
 }
 
+/* A pair launch's part of each product (the source's "This launch:" lines):
+ * K slices [s0, s0 + ns) x tile rows [y0, y0 + ny). */
+typedef struct pair_part {
+    unsigned s0[2], ns[2], y0[2], ny[2];
+} pair_part;
+
+static pair_part parse_pair_part(const kernel_plan *p, const plan_launch *x) {
+    pair_part r;
+    const char *k = strstr(p->source, x->name);
+    assert_non_null(k);
+    const char *line = strstr(k, "This launch: ");
+    assert_non_null(line);
+    assert_int_equal(sscanf(line, "This launch: product 1's slices [%u, +%u) x tile rows [%u, +%u), product 2's "
+                                  "// slices [%u, +%u) x rows [%u, +%u)",
+                            &r.s0[0], &r.ns[0], &r.y0[0], &r.ny[0], &r.s0[1], &r.ns[1], &r.y0[1], &r.ny[1]),
+                     8);
+    return r;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcmp(s + n - m, tail);
+}
+
 /* A pair=1 launch: grad_hidden's and grad_qkv_weight's blocks in one row, as
- * many as the two products' tiles and slices; its shared memory the larger
- * product's; each product's reduce after it on its lane where K is split. */
+ * many as the two products' tiles and slices (or, pair_kv=1, as many as its
+ * part of them: "_kv" beside gQ, "_q" after it on lane 0, which together
+ * cover every block once); its shared memory the larger product's; each
+ * product's reduce after it (after the q part) on its lane where K is split. */
 static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) {
     const plan_launch *x = &p->launches[l];
     assert_true(tile(p->tiles, "pair") >= 1);
     const char *names[2] = {"_grad_hidden", "_grad_qkv_weight"};
+    const int kv = ends_with(x->name, "_kv"), q = ends_with(x->name, "_q");
+    assert_int_equal(kv || q, tile(p->tiles, "pair_kv") == 1);
+    const pair_part part = parse_pair_part(p, x);
+    int other = -1; /* the kv part's q part */
+    if (kv) {
+        char want[256];
+        snprintf(want, sizeof want, "%.*s_q", (int)(strlen(x->name) - 3), x->name);
+        for (int i = l + 1; i < p->n_launches && other < 0; ++i)
+            if (!strcmp(p->launches[i].name, want)) other = i;
+        assert_true(other > l && p->launches[other].lane == 0 && x->lane != 0);
+    }
     unsigned blocks = 0;
     int split = 0;
     for (int i = 0; i < 2; ++i) {
         const product_view v = view_product(p, x, names[i]);
-        blocks += check_tma_product(p, x, &v, s);
-        if (tile(p->tiles, "pair") == 2) assert_int_equal(parse_tmap(v.b).box_rows, 256); /* 128x256 tiles only */
-        if (v.splits < 2) continue;
+        const unsigned all = check_tma_product(p, x, &v, s), w = v.which;
+        assert_true(part.s0[w] + part.ns[w] <= v.splits && part.y0[w] + part.ny[w] <= v.gy);
+        blocks += v.gx * part.ny[w] * part.ns[w];
+        if (!kv && !q) assert_int_equal(v.gx * part.ny[w] * part.ns[w], all);
+        if (kv) { /* the two parts: disjoint, all of the product's blocks */
+            const pair_part qp = parse_pair_part(p, &p->launches[other]);
+            assert_int_equal(v.gx * (part.ny[w] * part.ns[w] + qp.ny[w] * qp.ns[w]), all);
+            assert_true(part.s0[w] >= qp.s0[w] + qp.ns[w] || part.y0[w] >= qp.y0[w] + qp.ny[w]);
+        }
+        if (v.splits < 2 || kv) continue;
         split++;
         int r = l + 1; /* its reduce reads the partial products */
         while (r < p->n_launches && strcmp(p->launches[r].args[0], v.out)) r++;
@@ -446,7 +490,8 @@ static void check_bias_sums(const kernel_plan *p) {
         int writers = 0, maker = -1, partial_pass = 0;
         for (int l = 0; l < p->n_launches; ++l) {
             const plan_launch *x = &p->launches[l];
-            for (int i = 0; i < x->n_args; ++i) writers += !strcmp(x->args[i], bias[b]);
+            /* pair_kv: the pair's two parts write their rows' sums; they count as one writer */
+            for (int i = 0; i < x->n_args && !ends_with(x->name, "_kv"); ++i) writers += !strcmp(x->args[i], bias[b]);
             if (strstr(x->name, product[b]) && !strstr(x->name, "_reduce")) maker = l;
             if (strstr(x->name, "_colsum_partial") && (b == 0 ? !strncmp(x->args[0], "ws:", 3)
                                                               : !strcmp(x->args[0], matrix[b])))
@@ -572,7 +617,7 @@ static void edit_attention_plans(void **state) {
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
                     check_attention_maps(&p, x, &s);
                 } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
-                    gemms += is_pair(x) ? 2 : 1;
+                    gemms += ends_with(x->name, "_kv") ? 0 : is_pair(x) ? 2 : 1; /* a pair's two parts: two */
                     assert_true(x->shared_bytes > 48 * 1024); /* cp.async or TMA stages */
                     if (is_pair(x)) {
                         check_tma_pair(&p, l, &s);
@@ -638,8 +683,9 @@ static void edit_attention_plans(void **state) {
             if (transposes) assert_non_null(strstr(p.tiles, "wg=1"));
             /* pair=1 puts grad_hidden and grad_qkv_weight in one launch where both are TMA-fed. */
             if (pairs) assert_true(tile(p.tiles, "pair") >= 1 && tile(p.tiles, "tma") == 1);
+            /* pair_kv=1 (where it pairs, gS stored and grad_hidden's K in three slices of 1024): in two parts. */
             if (tile(p.tiles, "pair") >= 1 && fused && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
-                assert_int_equal(pairs, 1);
+                assert_true(pairs == 1 || (pairs == 2 && tile(p.tiles, "pair_kv") == 1));
             /* ga_tma=1 (with tma=1 and wg=1): gA is TMA-fed, its B transposed first */
             if (fused && tile(p.tiles, "ga_tma") == 1 && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
                 for (int l = 0; l < p.n_launches; ++l)
