@@ -180,7 +180,13 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
  * attention_probs_dropped @ value per head (the softmax backward's row sums
  * come from it). Every sum runs in a fixed order: the same inputs give the
  * same bits on every run (the default tiles; the exploration candidate
- * gs_store=0 sums gQ and grad_edit_region_bias with float atomics instead). */
+ * gs_store=0 sums gQ and grad_edit_region_bias with float atomics instead).
+ * A call with the same arguments as the kernel's call before it (every
+ * pointer, scale, dropout_p and the workspace) is captured into a CUDA graph
+ * the kernel keeps, and replayed while they stay the same: one launch on
+ * `stream`, the same results; $ATTNBWD_GRAPHS=0 turns that off. While
+ * `stream` is being captured by the caller, the launches go into the
+ * caller's graph instead. */
 typedef struct attnbwd_edit_attention_args {
     /* inputs */
     const float *grad_output;             /* [B,T,1024] */
