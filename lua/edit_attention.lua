@@ -910,28 +910,28 @@ local function plan_fused(shape, t, arch)
     p.wait("grad_qkv")
     p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
   end
-  if pair_kv then -- the k and v parts beside gQ (lane 2), the q part after it, then both finished
+  if pair then -- on the chain, after gQ: grad_qkv is complete
     if not makes_sums(gqw, true) then qkv_bias_pass() end
     local g1, g2 = ghid, gqw
     if pair.swapped then g1, g2 = gqw, ghid end
-    p.on(2)
-    p.wait("attention")
-    p.wait("ghid_b")
-    gemm_pair(g1, g2, "kv")
-    p.signal("pair_kv")
+    if pair_kv then -- the k and v parts beside gQ, as soon as the pass has written gK and gV
+      p.on(2)
+      p.wait("attention")
+      p.wait("ghid_b")
+      gemm_pair(g1, g2, "kv")
+      p.signal("pair_kv")
+    end
     p.on(0)
     p.wait("ghid_b")
     p.wait("gqw_b")
-    local s1, s2 = gemm_pair(g1, g2, "q")
-    p.wait("pair_kv")
-    finish_product(g1, s1)
-    finish_product(g2, s2)
-  elseif pair then -- on the chain, after gQ: grad_qkv is complete
-    if not makes_sums(gqw, true) then qkv_bias_pass() end
-    p.on(0)
-    p.wait("ghid_b")
-    p.wait("gqw_b")
-    if pair.swapped then gemm_pair(gqw, ghid) else gemm_pair(ghid, gqw) end
+    if pair_kv then -- the q part, then both products finished
+      local s1, s2 = gemm_pair(g1, g2, "q")
+      p.wait("pair_kv")
+      finish_product(g1, s1)
+      finish_product(g2, s2)
+    else
+      gemm_pair(g1, g2)
+    end
   else
     p.on(2)
     p.wait("grad_qkv")

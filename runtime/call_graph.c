@@ -24,7 +24,6 @@ attnbwd_status graph_capture(attnbwd_kernel *k, plan_launch_fn launch, const att
     drv_graph_destroy(dev, k->graph_exec);
     k->graph_exec = exec;
     k->graph_args = *args;
-    k->graph_builds++;
     log_line(&k->ctx->log, ATTNBWD_LOG_INFO, "%s: the call captured into a CUDA graph (%d launches)", k->plan.name,
              k->plan.n_launches);
     return ATTNBWD_OK;

@@ -45,7 +45,7 @@ struct attnbwd_kernel {
     void *graph_exec;
     attnbwd_edit_attention_args graph_args, last_args;
     int have_last, graph_failed;
-    unsigned long graph_builds, graph_replays; /* for the tests */
+    unsigned long graph_replays; /* for the tests */
 };
 
 /* The memory cache: shape (+ tile override) -> kernel, with a "being built"
