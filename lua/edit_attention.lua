@@ -55,13 +55,20 @@ local function attention_smem(bj, gs_store, p_stages)
   return floats * 4
 end
 
--- Dynamic shared memory of the attention pass on wgmma (templates/attention_wg.cu's
--- SMEM_FLOATS, plus the 1 KiB its swizzled tiles may need to reach a 1024-byte
--- boundary). The ring's P tiles have rows of 68 floats; att_tma adds a barrier
--- per slot, and each warpgroup has one for its gA and q rows.
-local function attention_wg_smem(p_stages, att_tma)
-  local floats = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * p_stages * 2 * 32 * 68 + 2 * 8 * 128 * 4
-                 + (att_tma == 1 and 2 * p_stages * 2 or 0) + 2 * 2
+-- Dynamic shared memory of the attention pass on wgmma (the SMEM_FLOATS of
+-- templates/attention_wg_rows.cu, att_kb=1, or attention_wg_keys.cu, att_kb=2,
+-- plus the 1 KiB its swizzled tiles may need to reach a 1024-byte boundary).
+-- The ring's P tiles have rows of 68 floats; att_tma adds a barrier per slot.
+-- att_kb=1: each warpgroup has two step buffers, its rows and their barrier;
+-- att_kb=2: each has its own v_j and ring, and they share the rest.
+local function attention_wg_smem(p_stages, att_tma, att_kb)
+  local ring = p_stages * 2 * 32 * 68 + (att_tma == 1 and p_stages * 2 or 0) -- a warpgroup's ring and barriers
+  local floats
+  if att_kb == 1 then
+    floats = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 2 * 8 * 128 * 4 + 2 * 2
+  else
+    floats = 2 * 2 * 64 * 32 + 2 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
+  end
   return floats * 4 + 1024
 end
 
@@ -127,6 +134,15 @@ function M.heuristic(shape, arch)
   t.gemm_bias = 1
   -- With att_tma=1: P and Pd asked for by another thread than the rows (0: the same).
   t.p_issuer = 0
+  -- Two key blocks a block of the attention pass (att_kb=2, templates/
+  -- attention_wg_keys.cu) where its blocks still fill the GPU twice over
+  -- (B * 16 * ceil(NJ / 2) >= 256) with at least four key blocks a head, or
+  -- where T >= 800. Measured (2026-12-04, A/B of the 16 in two runs, whole
+  -- calls): 1.8-3.9% faster on the 8 workloads this picks, level at B=8,T=448,
+  -- and slower on all the others (B=1,T=373 +20%, its pass on 48 SMs;
+  -- B=2,T=768 +3%, 1.45 waves; B=16,T=176, NJ = 3, +4%) (docs/benchmarks.md).
+  local nj = ceil_div(shape.seq_len, 64)
+  t.att_kb = ((nj >= 4 and shape.batch * 16 * ceil_div(nj, 2) >= 256) or shape.seq_len >= 800) and 2 or 1
   -- gQ's tiles (wg_gq): 64 rows of gS a block where 128 would give fewer
   -- blocks than two an SM (small B*T: a block then waits alone on its loads).
   t.gq_bn = ceil_div(shape.seq_len, 128) * shape.batch * H < 2 * SMS and 64 or 128
@@ -193,6 +209,8 @@ local CHOICES = {
   { "gh_trunc", { 0, 1 }, "grad_hidden's TMA producer rounds its A (grad_qkv) to TF32, or the tensor cores "
                           .. "truncate it" },
   { "side_start", { 0, 1 }, "the side lanes start with the call, or once gA is done" },
+  { "att_kb", { 1, 2 }, "key blocks a block of the attention pass on wgmma: one, its rows split between the "
+                        .. "two warpgroups, or two, one a warpgroup, their rows staged once" },
   { "pair_kv", { 0, 1 }, "the pair in one launch after gQ, or its k and v parts beside gQ and its q part after, "
                          .. "where pair > 0" },
 }
@@ -235,9 +253,9 @@ function M.validate(shape, t, arch)
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
   end
   if att_on_wg(t) then
-    if attention_wg_smem(t.p_stages, t.att_tma) > smem_limit(arch) then
+    if attention_wg_smem(t.p_stages, t.att_tma, t.att_kb) > smem_limit(arch) then
       return string.format("the attention pass on wgmma needs %d bytes of shared memory; %s allows %d",
-                           attention_wg_smem(t.p_stages, t.att_tma), arch or "sm_90", smem_limit(arch))
+                           attention_wg_smem(t.p_stages, t.att_tma, t.att_kb), arch or "sm_90", smem_limit(arch))
     end
   elseif t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
     return string.format("the attention pass needs %d bytes of shared memory; %s allows %d "
@@ -301,6 +319,9 @@ function M.candidates(shape)
     add(t)
     t = M.heuristic(shape)
     t.att_tma = 1 - t.att_tma -- P and Pd by the TMA, or by every thread of the attention pass (cp.async)
+    add(t)
+    t = M.heuristic(shape)
+    t.att_kb = 3 - t.att_kb -- one or two key blocks a block of the attention pass
     add(t)
     if first.att_tma == 1 then
       t = M.heuristic(shape)
@@ -855,10 +876,10 @@ local function plan_fused(shape, t, arch)
     -- gA and q rows through tensor maps too: boxes of 32 rows x 32 floats, swizzled.
     local ga_map = string.format("tmap:%d:%d:%d:32:32:1:", BT, HID, HID) .. wsp("gA")
     local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
-    p.kernel("attention_wg", { NJ, B * H, 1 },
+    p.kernel("attention_wg", { ceil_div(NJ, t.att_kb), B * H, 1 },
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale" }, nil,
-           attention_wg_smem(t.p_stages, att_tma and 1 or 0))
+           attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb))
   else
     p.kernel("attention", { NJ, B * H, 1 },
            { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
@@ -949,8 +970,10 @@ local function plan_fused(shape, t, arch)
                                    MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
                                    SYNC_PASS = not att_wg })
   if att_wg then
-    p.render("attention_wg.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
-                                  P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer })
+    local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
+                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer }
+    p.render("attention_wg.cu", values)
+    p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
   end
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld })

@@ -15,15 +15,14 @@
 // by the TMA, a step ahead) and are written from there, rounded to TF32 and
 // transposed, as the next step's B while this step's products run.
 //
-// A block owns (b, h) and 64 keys j (grid (NJ, B*16), 256 threads). Its two
-// warpgroups each walk their own 32 of every 64 query rows i, with their own
-// loads, ring and barriers; they share only v_j, and add their gV and gK once
-// at the end (a fixed order: deterministic). gS goes to gs [B, 16, T, GS_LD]
-// (rows padded with zeros to GS_LD) for the gQ product and the bias sums.
+// Two organisations of the blocks (tile att_kb): attention_wg_rows.cu, a
+// block a key block with its query rows split between two warpgroups, and
+// attention_wg_keys.cu, a block two key blocks, one a warpgroup, walking the
+// rows together. This file holds what both share.
 //
-// P and Pd come into the ring either with every thread's 16-byte cp.async
-// (P_TMA 0), or (P_TMA 1) as 2-D TMA tensor copies that one thread of the
-// warpgroup asks for, completing on the slot's mbarrier: the load/store unit
+// P and Pd come into a warpgroup's ring either with every thread's 16-byte
+// cp.async (P_TMA 0), or (P_TMA 1) as 2-D TMA tensor copies that one thread of
+// the warpgroup asks for, completing on the slot's mbarrier: the load/store unit
 // then carries no copies of P. A row of P starts 4 T bytes after the last, not
 // a multiple of 16 at odd T, which a tensor map needs; so the map views P as
 // [B*16*T/4, 4T]: each map row holds four rows of P (16 T bytes apart). A
@@ -43,39 +42,21 @@ namespace fw {
 typedef long long i64;
 constexpr i64 kB = {{B}}, kT = {{T}}, GS_LD = {{GS_LD}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
-constexpr int BJ = 64, BI = 64, HALF = 32, P_STAGES = {{P_STAGES}};
+constexpr int BJ = 64, P_STAGES = {{P_STAGES}};
 constexpr bool P_TMA = {{P_TMA}};
-// The thread of a warpgroup that asks the TMA for P and Pd: 0, the one that
-// asks for the rows, or (p_issuer=1) the first of its second warp, so that
-// the two sets of copies are issued side by side.
-constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
-// P and Pd rows (32 of a warpgroup's rows per tile): read down their columns,
-// and 4 i + j puts a warp's 32 reads in 32 banks. A shifted row (odd T, see
-// attention_fused.cu's p_shift) spans 17 chunks of 16 bytes: LD_P floats.
-constexpr int LD_P = BJ + 4;
-// Shared memory in floats, from a 1024-byte boundary. A K-major tile of R rows
-// x 32 floats in the 128-byte swizzle (tc::copy_tile_sw128) is R * 32 floats.
-//   V     v_j [64 j][64 d]: two tiles of 32 d, rounded once
-//   per warpgroup and step buffer (2 x 2), each WG_BUF floats:
-//     GA  gA rows [32 i][64 d]: two tiles of 32 d (gPd^T's B)
-//     GAT gA^T [64 d][32 i], QT q^T [64 d][32 i]: one tile each, columns in ipos order
-//   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
-constexpr int SUB = 64 * 32, BOX = 32 * 32, OFF_V = 0, OFF_BUF = 2 * SUB;
-constexpr int GA = 0, GAT = 2 * HALF * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
-//   per warpgroup: R, the gA and q rows of the next step as the TMA brings
-//   them (four boxes of [32 i][32 d] in the 128-byte swizzle)
-//   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one per warpgroup for R
-constexpr int P_TILE = HALF * LD_P, OFF_P = OFF_BUF + 4 * WG_BUF,
-              OFF_R = OFF_P + 2 * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 2 * 4 * BOX,
-              N_PBAR = P_TMA ? 2 * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 2);
-static_assert(P_STAGES >= 2, "a ring of at least two slots");
-static_assert(OFF_R % 256 == 0, "the rows' boxes on 1024-byte boundaries (128-byte swizzle)");
-static_assert(OFF_P % 32 == 0 && P_TILE % 32 == 0 && 8 * LD_P % 32 == 0, "TMA boxes on 128-byte boundaries");
-static_assert(kB * kHeads * kT < (1ll << 31) && 4 * kT + BJ < (1ll << 31), "TMA coordinates are 32-bit");
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
-static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
+// P and Pd rows (32 query rows a tile): read down their columns, and 4 i + j
+// puts a warp's 32 reads in 32 banks. A shifted row (odd T, see
+// attention_fused.cu's p_shift) spans 17 chunks of 16 bytes: LD_P floats.
+constexpr int LD_P = BJ + 4, P_TILE = 32 * LD_P;
+// A K-major tile of R rows x 32 floats in the 128-byte swizzle
+// (tc::copy_tile_sw128) is R * 32 floats: SUB of 64 rows, BOX of 32.
+constexpr int SUB = 64 * 32, BOX = 32 * 32;
+static_assert(P_STAGES >= 2, "a ring of at least two slots");
+static_assert(P_TILE % 32 == 0 && 8 * LD_P % 32 == 0, "TMA boxes on 128-byte boundaries");
+static_assert(kB * kHeads * kT < (1ll << 31) && 4 * kT + BJ < (1ll << 31), "TMA coordinates are 32-bit");
 
 // How far global row `row` of P starts past a 16-byte boundary, in floats:
 // (row * T) mod 4, which the low 32 bits of the product give. Both ways of
@@ -83,18 +64,17 @@ static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 __device__ __forceinline__ int row_shift(i64 row) { return (int)(((unsigned)row * (unsigned)kT) & 3u); }
 // Where element 0 of row `row` sits in its cp.async ring row.
 __device__ __forceinline__ int p_shift(i64 row) { return P_SHIFT ? row_shift(row) : 0; }
-// The step's query row (0..31 of a warpgroup's) of accumulator column c =
-// 8 n + 2 t + e: c itself, or (P_TMA) 8 t + 4 (n % 2) + 2 (n / 2) + e, which
-// is row 2 t + n % 2 of box a = 2 (n / 2) + e (see the top). perm(c + 16) =
-// perm(c) + perm(16) for c < 16, and perm(x + y) = perm(x) + perm(y) for
-// x = 2 t, y = 8 n + e.
+// The tile's query row (0..31) of accumulator column c = 8 n + 2 t + e: c
+// itself, or (P_TMA) 8 t + 4 (n % 2) + 2 (n / 2) + e, which is row 2 t + n % 2
+// of box a = 2 (n / 2) + e (see the top). perm(c + 16) = perm(c) + perm(16)
+// for c < 16, and perm(x + y) = perm(x) + perm(y) for x = 2 t, y = 8 n + e.
 __device__ __forceinline__ constexpr int perm(int c) {
     return P_TMA ? 8 * ((c >> 1) & 3) + 4 * ((c >> 3) & 1) + 2 * (c >> 4) + (c & 1) : c;
 }
 // Float offset of (query row m, key j) in a TMA ring tile: box m % 4, its row
 // m / 4, shifted by the box's s_a (row_shift of its first row: j0 is a multiple of 4).
 __device__ __forceinline__ int p_tma_at(int m, int j, int shift) { return (m & 3) * 8 * LD_P + (m >> 2) * LD_P + j + shift; }
-// Column of accumulator column c (0..31 of a warpgroup's) in GAT and QT.
+// Column of accumulator column c (0..31) in GAT and QT.
 __device__ __forceinline__ int ipos(int i) { return (i & ~7) | ((i & 1) << 2) | ((i & 7) >> 1); }
 // Float offset of (row, col) in a K-major 128-byte-swizzled tile.
 __device__ __forceinline__ int sw(int row, int col) { return row * 32 + 4 * ((col / 4) ^ (row % 8)) + col % 4; }
@@ -117,341 +97,4 @@ __device__ __forceinline__ float lds32(unsigned a) {
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
     return v;
 }
-
-__device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
-
 } // namespace fw
-
-extern "C" __global__ void __launch_bounds__(256, 1)
-{{PREFIX}}_attention_wg(const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,
-                        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value,
-#if {{P_TMA}}
-                        const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd,
-#else
-                        const float *__restrict__ probs, const float *__restrict__ probs_dropped,
-#endif
-                        const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
-                        float *__restrict__ gs, float scale) {
-    tc::pdl_enter();
-    using namespace fw;
-    extern __shared__ float4 smem4[];
-    const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
-    const unsigned pad = (1024 - raw % 1024) % 1024, sm_s = raw + pad; // launch asks 1 KiB more
-    float *sm = reinterpret_cast<float *>(smem4) + pad / 4;
-
-    const int jb = blockIdx.x, bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
-    const i64 j0 = (i64)jb * BJ, head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
-    // w from a shuffle of lane 0: the compiler then knows it is the same in a
-    // warp and keeps it, and the buffer addresses and descriptors made from it,
-    // in uniform registers.
-    const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid / 128, 0), wt = tid % 128, q = wt / 32,
-              lane = tid % 32, g = lane / 4, t = lane % 4;
-    float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
-    // Barriers: (P_TMA) one per warpgroup and ring slot, then one per warpgroup for its rows in R.
-    unsigned long long *bars = reinterpret_cast<unsigned long long *>(sm + OFF_BAR), *full = bars + w * P_STAGES,
-                       *rows_full = bars + N_PBAR + w;
-    if (tid < N_PBAR + 2) {
-        tc::mbar_init(bars + tid, 1);
-        tc::mbar_init_fence();
-    }
-    auto wg_buf = [&](int buf) { return sm + OFF_BUF + (2 * w + buf) * WG_BUF; };
-    auto wg_buf_s = [&](int buf) { return sm_s + 4u * (OFF_BUF + (2 * w + buf) * WG_BUF); };
-
-    // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
-    float keep[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-        const i64 j = j0 + 16 * q + g + 8 * hh;
-        keep[hh] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
-    }
-
-    // The gA and q rows of this warpgroup for a step (32 rows x 64 d each)
-    // into R by the TMA: four boxes of 32 rows x 32 floats in the 128-byte
-    // swizzle (gA d 0-31, 32-63, then q's), asked for by the warpgroup's first
-    // thread a step ahead, counted on rows_full. Rows past T: q's are other
-    // rows' finite values (times a zero gS), gA's are zeroed in stage_store.
-    const unsigned R_s = sm_s + 4u * (OFF_R + w * 4 * BOX);
-    auto load_rows = [&](int i0) {
-        if (i0 >= kT || wt != 0) return;
-        tc::mbar_expect_tx(rows_full, 4 * BOX * 4);
-        float *R = sm + OFF_R + w * 4 * BOX;
-        const int ga_row = (int)(b * kT + i0 + HALF * w), q_row = (int)(head_rows + i0 + HALF * w);
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            tc::tma_load_2d(R + half * BOX, &map_ga, rows_full, h * kD + 32 * half, ga_row);
-            tc::tma_load_2d(R + (2 + half) * BOX, &map_q, rows_full, 32 * half, q_row);
-        }
-    };
-    // This thread's pass p reads tile row r = lane / 2 + 16 (p % 2) (query
-    // row perm(r) of the step), floats c0 + 32 (p / 2) .. + 3, which makes the
-    // transposed stores below conflict-free: byte offsets in R for p = 0, 1.
-    const int c0 = 4 * (2 * q + lane % 2);
-    unsigned rd_off[2];
-#pragma unroll
-    for (int pp = 0; pp < 2; ++pp) {
-        const int m = perm(lane / 2 + 16 * pp);
-        rd_off[pp] = 4 * sw(m, c0);
-    }
-    // Byte offsets of this thread's stores in a step buffer, for pass p = 0:
-    // GA's 16 bytes, and GAT's four (e) of row r + 16 pp. Pass p adds
-    // constants: p / 2 the next 32 d (GA's second tile, GAT rows + 32).
-    const int sr = lane / 2, sc4 = c0 / 4;
-    const unsigned st_ga = 4 * (GA + sw(sr, 4 * sc4));
-    unsigned st_gat[2][4];
-#pragma unroll
-    for (int pp = 0; pp < 2; ++pp)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st_gat[pp][e] = 4 * (GAT + sw(4 * sc4 + e, ipos(sr + 16 * pp)));
-    // From R (the rows of the step at i0) into step buffer B, rounded to TF32.
-    // `last`: the step runs past T, and gA's rows there must be zeros.
-    auto stage_store = [&](unsigned B, int i0, bool last) {
-#pragma unroll
-        for (int p = 0; p < 4; ++p) {
-            const unsigned at = R_s + rd_off[p % 2] + 4 * BOX * (p / 2);
-            float4 x = lds128(at);
-            const float4 y = lds128(at + 4 * 2 * BOX);
-            if (last && i0 + HALF * w + perm(lane / 2 + 16 * (p % 2)) >= kT) x = make_float4(0.f, 0.f, 0.f, 0.f);
-            const uint4 a = make_uint4(tc::to_tf32(x.x), tc::to_tf32(x.y), tc::to_tf32(x.z), tc::to_tf32(x.w));
-            const uint4 k = make_uint4(tc::to_tf32(y.x), tc::to_tf32(y.y), tc::to_tf32(y.z), tc::to_tf32(y.w));
-            sts128(B + st_ga + 4 * (16 * 32 * (p % 2) + HALF * 32 * (p / 2)), a);
-            const unsigned av[4] = {a.x, a.y, a.z, a.w}, kv[4] = {k.x, k.y, k.z, k.w};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const unsigned at = B + st_gat[p % 2][e] + 4 * 32 * 32 * (p / 2);
-                sts32(at, av[e]);
-                sts32(at + 4 * (QT - GAT), kv[e]);
-            }
-        }
-    };
-#if {{P_TMA}}
-    // P and Pd of this warpgroup's rows of the step at i0 into ring slot
-    // `slot`: four boxes of 8 x 68 each (see the top), asked for by the
-    // warpgroup's first thread, counted in bytes on the slot's barrier.
-    auto load_p = [&](int i0, int slot) {
-        if (i0 >= kT || wt != P_ISSUER) return;
-        float *dp = ring + slot * 2 * P_TILE;
-        tc::mbar_expect_tx(full + slot, 2 * P_TILE * 4);
-        const i64 r = head_rows + i0 + HALF * w; // the tile's first row of P
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-            const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - row_shift(r + a);
-            tc::tma_load_2d(dp + a * 8 * LD_P, &map_p, full + slot, col, row4);
-            tc::tma_load_2d(dp + P_TILE + a * 8 * LD_P, &map_pd, full + slot, col, row4);
-        }
-    };
-#else
-    // P and Pd of this warpgroup's rows of the step at i0 into ring slot `slot`;
-    // rows at or past T read as zeros (see attention_fused.cu's load_p).
-    const int pr = wt / 16, pcol = 4 * (wt % 16); // T % 4 == 0: row pr + 8 p, floats pcol .. + 3
-    const i64 p_base = (head_rows + HALF * w + pr) * kT + j0 + pcol;
-    const bool pcol_ok = j0 + pcol < kT;
-    auto load_p = [&](int i0, int slot) {
-        if (i0 >= kT) return;
-        float *dp = ring + slot * 2 * P_TILE, *dpd = dp + P_TILE;
-        if constexpr (!P_SHIFT) {
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const i64 at = p_base + (i64)(i0 + 8 * p) * kT;
-                const bool ok = pcol_ok && i0 + HALF * w + pr + 8 * p < kT;
-                tc::cp_async16(dp + (pr + 8 * p) * LD_P + pcol, ok ? probs + at : probs, ok);
-                tc::cp_async16(dpd + (pr + 8 * p) * LD_P + pcol, ok ? probs_dropped + at : probs_dropped, ok);
-            }
-        } else {
-            constexpr int CPR = BJ / 4 + 1;
-            for (int x = wt; x < HALF * CPR; x += 128) {
-                const int r = x / CPR, c = x % CPR;
-                const i64 row = head_rows + i0 + HALF * w + r;
-                const i64 start = row * kT + j0 - p_shift(row) + 4 * c;
-                const i64 left = P_ELEMS - start;
-                const int bytes =
-                    i0 + HALF * w + r < kT ? (int)(left >= 4 ? 16 : left > 0 ? 4 * left : 0) : 0;
-                tc::cp_async16_bytes(dp + r * LD_P + 4 * c, bytes ? probs + start : probs, bytes);
-                tc::cp_async16_bytes(dpd + r * LD_P + 4 * c, bytes ? probs_dropped + start : probs_dropped, bytes);
-            }
-        }
-    };
-#endif
-    // Row sums D_i: lane l loads row 32 w + l of the step; the thread's columns
-    // of gPd^T (i = 32 w + 8 n + 2 t + e) take theirs by shuffle.
-    float dl;
-    auto load_d = [&](int i0) {
-        const int i = i0 + HALF * w + perm(lane);
-        dl = i < kT ? rowdot[head_rows + i] : 0.f;
-    };
-    // gS goes to gs row i0 + 32 w + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
-    const i64 gs_base = (head_rows + HALF * w + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
-    const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
-
-    // Prologue. cp.async groups, oldest first: [v] [rows of step 0] [P of
-    // steps 0 .. P_STAGES-2] [rows of step 1], then per step s [P of step
-    // s + P_STAGES - 1] [rows of step s + 2].
-#pragma unroll
-    for (int s2 = 0; s2 < 2; ++s2)
-        tc::copy_tile_sw128<64, 256>(V + s2 * SUB, value + (head_rows + j0) * kD, kD, 0, 32 * s2, kT - j0, kD);
-    tc::cp_async_commit();
-    __syncthreads(); // the barriers are initialised
-    load_rows(0);
-#pragma unroll
-    for (int st = 0; st < P_STAGES - 1; ++st) {
-        load_p(st * BI, st);
-        if (!P_TMA) tc::cp_async_commit();
-    }
-    load_d(0);
-    tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v
-#pragma unroll
-    for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<64, 256>(V + s2 * SUB);
-    tc::mbar_wait(rows_full, 0);
-    stage_store(wg_buf_s(0), 0, BI > kT);
-    tc::fence_async_shared();
-    __syncthreads(); // v is shared by both warpgroups
-
-    // Descriptors of v_j and of this warpgroup's buffer 0; buffer 1 is WG_BUF floats on.
-    const unsigned long long dV = tc::wg_desc(V), dB0 = tc::wg_desc(wg_buf(0));
-    // Byte offsets in a ring slot of this thread's P at accumulator (n, x) for
-    // x = e (x = e + 2 is 8 keys on): the same every step, as the shifts are
-    // (i0 and 32 w are multiples of 4, and i0 T % 4 == 0).
-    unsigned p_off[4][2];
-#pragma unroll
-    for (int n = 0; n < 4; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-            const int r = 8 * n + 2 * t + e, j = 16 * q + g;
-            p_off[n][e] = 4 * (P_TMA ? p_tma_at(perm(r), j, row_shift(head_rows + 2 * (n / 2) + e)) // box perm(r) % 4
-                                     : r * LD_P + p_shift(head_rows + HALF * w + r) + j);
-        }
-    float accV[32], accK[32];
-#pragma unroll
-    for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
-
-    for (int i0 = 0; i0 < kT; i0 += BI) {
-        const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
-        const unsigned long long dB = tc::wg_desc_at(dB0, buf * WG_BUF);
-        if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
-        wg_bar(1 + w); // ... and this step's buffers (stored last step) are in place; slot step-1 and R are read
-        load_rows(i0 + BI);
-        load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
-        if (!P_TMA) tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
-
-        // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
-        float acc[16];
-#pragma unroll
-        for (int x = 0; x < 16; ++x) acc[x] = 0.f;
-        tc::wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < 8; ++ks)
-            tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * SUB + 8 * (ks % 4)),
-                                  tc::wg_desc_at(dB, GA + (ks / 4) * HALF * 32 + 8 * (ks % 4)));
-        tc::wg_commit();
-
-        // While the tensor cores run: this step's P, Pd at this thread's (i, j),
-        // and the next step's row sums.
-        const unsigned Pt = sm_s + 4u * (OFF_P + (w * P_STAGES + slot) * 2 * P_TILE); // Pd: P_TILE floats on
-        float p[4][4], pd[4][4], d[4][2];
-        if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
-#pragma unroll
-        for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int x = 0; x < 4; ++x) {
-                const unsigned at = Pt + p_off[n][x % 2] + 4 * 8 * (x / 2);
-                p[n][x] = lds32(at);
-                pd[n][x] = lds32(at + 4 * P_TILE);
-            }
-#pragma unroll
-        for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) d[n][e] = __shfl_sync(0xffffffffu, dl, 8 * n + 2 * t + e);
-        const bool more = i0 + BI < kT;
-        if (more) load_d(i0 + BI);
-        tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
-
-        // gS^T; Pd^T and gS^T as the A fragments of gV and gK (accumulator
-        // x = 4 n + 2 hh + e holds (j = 16 q + g + 8 hh, i = 8 n + 2 t + e);
-        // fragment register 0..3 takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)).
-        unsigned fpd[4][4], fs[4][4];
-        float s[4][4];
-#pragma unroll
-        for (int n = 0; n < 4; ++n) {
-#pragma unroll
-            for (int x = 0; x < 4; ++x) s[n][x] = keep[x / 2] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][x % 2]);
-            constexpr int order[4] = {0, 2, 1, 3};
-#pragma unroll
-            for (int x = 0; x < 4; ++x) {
-                fpd[n][x] = tc::to_tf32(pd[n][order[x]]);
-                fs[n][x] = tc::to_tf32(s[n][order[x]]);
-            }
-        }
-        // Pin the fragments before the fence (see gemm_wg.cu: otherwise ptxas serializes the wgmmas).
-#pragma unroll
-        for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(fpd[n][x]), "+r"(fs[n][x])::"memory");
-        tc::wg_fence();
-#pragma unroll
-        for (int n = 0; n < 4; ++n) {
-            tc::wgmma_n64_tf32(accV, fpd[n], tc::wg_desc_at(dB, GAT + 8 * n));
-            tc::wgmma_n64_tf32(accK, fs[n], tc::wg_desc_at(dB, QT + 8 * n));
-        }
-        tc::wg_commit();
-
-        // gS to gs while the tensor cores run. Only the last row block and
-        // the last key block test their ends: the others store unguarded.
-        float *gsp = gs + gs_base + (i64)i0 * GS_LD;
-        if (i0 + BI <= kT && j0 + BJ <= GS_LD) {
-#pragma unroll
-            for (int n = 0; n < 4; ++n)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
-        } else {
-#pragma unroll
-            for (int n = 0; n < 4; ++n)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    const int hh = x / 2, e = x % 2;
-                    if (i0 + HALF * w + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
-                        gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
-                }
-        }
-
-        // The next step's B tiles, asked of the TMA at the top of this step,
-        // from R into the other buffer, last read by the previous step's
-        // products (done: the wait above).
-        if (more) {
-            tc::mbar_wait(rows_full, (step + 1) & 1);
-            if (i0 + 2 * BI > kT) stage_store(wg_buf_s(buf ^ 1), i0 + BI, true);
-            else stage_store(wg_buf_s(buf ^ 1), i0 + BI, false);
-        }
-        tc::fence_async_shared();
-    }
-    tc::wg_wait<0>();
-    tc::cp_async_wait<0>();
-
-    // gV and gK: each warpgroup holds the sums over its half of the rows i, in
-    // the same accumulator layout. Warpgroup 1 hands its gV to 0, 0 its gK to 1.
-    __syncthreads(); // every buffer is free
-    float *X = sm + OFF_BUF;
-    auto hand = [&](const float(&a)[32]) {
-#pragma unroll
-        for (int x = 0; x < 32; ++x) X[(w * 32 + x) * 128 + wt] = a[x];
-    };
-    auto finish = [&](const float(&a)[32], int col, float f) {
-#pragma unroll
-        for (int n = 0; n < 8; ++n)
-#pragma unroll
-            for (int hh = 0; hh < 2; ++hh) {
-                const i64 j = j0 + 16 * q + g + 8 * hh;
-                const int x = 4 * n + 2 * hh;
-                const float *o = X + ((1 - w) * 32 + x) * 128 + wt; // the other warpgroup's sums
-                // Rows i of warpgroup 0 first, then 1: one order for both.
-                const float v0 = w == 0 ? a[x] + o[0] : o[0] + a[x];
-                const float v1 = w == 0 ? a[x + 1] + o[128] : o[128] + a[x + 1];
-                if (j < kT)
-                    *reinterpret_cast<float2 *>(grad_qkv + (b * kT + j) * kQkv + col + h * kD + 8 * n + 2 * t) =
-                        make_float2(f * v0, f * v1);
-            }
-    };
-    if (w == 0) hand(accK);
-    else hand(accV);
-    __syncthreads();
-    if (w == 0) finish(accV, 2 * kHid, 1.f); // gV, gK in grad_qkv's [B, T, 3072]
-    else finish(accK, kHid, scale);
-}

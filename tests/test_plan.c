@@ -600,19 +600,26 @@ static void edit_attention_plans(void **state) {
                     assert_true(4 * floats + 8 * bj + 32 <= 227 * 1024);
                     assert_int_equal(x->shared_bytes, 4 * floats);
                 } else if (!strcmp(kind, "attention_wg")) {
-                    /* The pass on wgmma: 64 keys a block, the mma.sync pass compiled out. */
+                    /* The pass on wgmma: att_kb blocks of 64 keys a block, the mma.sync pass compiled out. */
                     attention++;
-                    assert_int_equal(x->grid[0], (unsigned)((s.seq_len + 63) / 64));
+                    const long kb = tile(p.tiles, "att_kb"), nj = (s.seq_len + 63) / 64;
+                    assert_true(kb == 1 || kb == 2);
+                    assert_int_equal(x->grid[0], (unsigned)((nj + kb - 1) / kb));
                     assert_int_equal(x->grid[1], (unsigned)(s.batch * 16));
+                    assert_int_equal(x->block[0], 256);
                     const long stages = tile(p.tiles, "p_stages");
                     assert_true(tile(p.tiles, "wg_att") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store") &&
                                 tile(p.tiles, "bj") == 64 && stages == 2);
-                    /* v, two step buffers per warpgroup (gA, gA^T, q^T), the ring (rows of 68 floats; with
-                     * att_tma a barrier per slot), the rows in flight and their barrier, 1 KiB of alignment. */
+                    /* Two warpgroups, each with a ring (rows of 68 floats; with att_tma a barrier per slot).
+                     * att_kb=1: v, two step buffers per warpgroup (gA, gA^T, q^T), the rows in flight and their
+                     * barrier per warpgroup; att_kb=2: v of two key blocks, two step buffers, the rows in
+                     * flight and their barrier once. 1 KiB of alignment. */
                     const int tma = tile(p.tiles, "att_tma") == 1;
-                    const unsigned floats = (unsigned)(2 * 64 * 32 + 4 * 6 * 32 * 32 + 2 * stages * 2 * 32 * 68 +
-                                                       2 * 8 * 128 * 4 + (tma ? 2 * stages * 2 : 0) + 2 * 2);
+                    const unsigned rings = (unsigned)(2 * stages * 2 * 32 * 68 + (tma ? 2 * stages * 2 : 0));
+                    const unsigned floats = kb == 1 ? 2 * 64 * 32 + 4 * 6 * 32 * 32 + rings + 2 * 8 * 128 * 4 + 2 * 2
+                                                    : 2 * 2 * 64 * 32 + 2 * 6 * 32 * 32 + rings + 4 * 32 * 32 + 2;
                     assert_int_equal(x->shared_bytes, 4 * floats + 1024);
+                    assert_non_null(strstr(p.source, kb == 1 ? "tile att_kb=1: a block" : "tile att_kb=2: a block"));
                     assert_true(x->shared_bytes <= 227 * 1024);
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
                     check_attention_maps(&p, x, &s);

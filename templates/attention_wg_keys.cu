@@ -1,0 +1,361 @@
+// The attention pass on wgmma (see attention_wg.cu), tile att_kb=2: a block
+// owns (b, h) and two blocks of 64 keys j, one a warpgroup (grid
+// (ceil(NJ / 2), B*16), 256 threads). The warpgroups walk the query rows i
+// together, 32 a step: each step's gA and q rows come once for both (by the
+// TMA into R, then rounded and transposed into a step buffer, each warpgroup
+// half of it), while each has its own v_j, P ring and barriers, and sums its
+// own gV and gK (in row order: deterministic). Against att_kb=1 each warp
+// stages half as much, and a block has twice the work for its prologue. A
+// warpgroup past the last key block only stages. (Three warpgroups, three key
+// blocks, fit in shared memory too, but were slower: docs/benchmarks.md.) gS
+// goes to gs [B, 16, T, GS_LD] (rows padded with zeros to GS_LD) for the gQ
+// product and the bias sums.
+namespace fw {
+constexpr int NW = 2, NT = NW * 128, BI = 32;
+// The thread of a warpgroup that asks the TMA for its P and Pd: 0, or
+// (p_issuer=1) the first of its second warp, so that the rows' copies (asked
+// for by thread 0 of the block) and warpgroup 0's are issued side by side.
+constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
+// Shared memory in floats, from a 1024-byte boundary.
+//   V     v of the block's NW x 64 keys, rounded once: two tiles of [NW x 64 j][32 d]
+//         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each
+//   two step buffers, each WG_BUF floats:
+//     GA  gA rows [32 i][64 d]: two tiles of 32 d (gPd^T's B)
+//     GAT gA^T [64 d][32 i], QT q^T [64 d][32 i]: one tile each, columns in ipos order
+//   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
+//   R, the gA and q rows of the next step as the TMA brings them (four boxes
+//   of [32 i][32 d] in the 128-byte swizzle: gA d 0-31, 32-63, then q's)
+//   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one for R
+constexpr int OFF_V = 0, OFF_BUF = NW * 2 * SUB;
+constexpr int GA = 0, GAT = 2 * BI * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
+constexpr int OFF_P = OFF_BUF + 2 * WG_BUF, OFF_R = OFF_P + NW * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 4 * BOX,
+              N_PBAR = P_TMA ? NW * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 1);
+static_assert(OFF_BUF % 256 == 0 && WG_BUF % 256 == 0 && OFF_R % 256 == 0,
+              "swizzled tiles on 1024-byte boundaries (128-byte swizzle)");
+static_assert(OFF_P % 32 == 0, "TMA boxes on 128-byte boundaries");
+static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
+
+// The block's named barriers (0 is __syncthreads'): 1 at the top of a step,
+// 2 before the next step's buffer is written.
+__device__ __forceinline__ void block_bar(int id) { asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(NT) : "memory"); }
+} // namespace fw
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+{{PREFIX}}_attention_wg(const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,
+                        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value,
+#if {{P_TMA}}
+                        const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd,
+#else
+                        const float *__restrict__ probs, const float *__restrict__ probs_dropped,
+#endif
+                        const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
+                        float *__restrict__ gs, float scale) {
+    tc::pdl_enter();
+    using namespace fw;
+    extern __shared__ float4 smem4[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
+    const unsigned pad = (1024 - raw % 1024) % 1024, sm_s = raw + pad; // launch asks 1 KiB more
+    float *sm = reinterpret_cast<float *>(smem4) + pad / 4;
+
+    const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+    const i64 head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
+    // w from a shuffle of lane 0: the compiler then knows it is the same in a
+    // warp and keeps it, and the buffer addresses and descriptors made from it,
+    // in uniform registers.
+    const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid / 128, 0), wt = tid % 128, q = wt / 32,
+              lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int jb = blockIdx.x * NW + w;
+    const bool live = jb < NJ; // else this warpgroup only stages
+    const i64 j0 = (i64)jb * BJ, jblock0 = (i64)blockIdx.x * NW * BJ;
+    float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
+    unsigned long long *bars = reinterpret_cast<unsigned long long *>(sm + OFF_BAR), *full = bars + w * P_STAGES,
+                       *rows_full = bars + N_PBAR;
+    if (tid < N_PBAR + 1) {
+        tc::mbar_init(bars + tid, 1);
+        tc::mbar_init_fence();
+    }
+    auto buf_s = [&](int buf) { return sm_s + 4u * (OFF_BUF + buf * WG_BUF); };
+
+    // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
+    float keep[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        const i64 j = j0 + 16 * q + g + 8 * hh;
+        keep[hh] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
+    }
+
+    // The step's gA and q rows (32 rows x 64 d each) into R by the TMA, asked
+    // for by thread 0 a step ahead, counted on rows_full. Rows past T: q's are
+    // other rows' finite values (times a zero gS), gA's are zeroed in stage_store.
+    const unsigned R_s = sm_s + 4u * OFF_R;
+    auto load_rows = [&](int i0) {
+        if (i0 >= kT || tid != 0) return;
+        tc::mbar_expect_tx(rows_full, 4 * BOX * 4);
+        float *R = sm + OFF_R;
+        const int ga_row = (int)(b * kT + i0), q_row = (int)(head_rows + i0);
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            tc::tma_load_2d(R + half * BOX, &map_ga, rows_full, h * kD + 32 * half, ga_row);
+            tc::tma_load_2d(R + (2 + half) * BOX, &map_q, rows_full, 32 * half, q_row);
+        }
+    };
+    // Staging is four passes of 16 rows x 32 d each; pass p is warpgroup
+    // p % NW's. In pass p a thread reads tile row r = lane / 2 + 16 (p % 2)
+    // (query row perm(r) of the step), floats c0 + 32 (p / 2) .. + 3, which
+    // makes the transposed stores below conflict-free. The thread's offsets
+    // are made again each step from an opaque copy of its lane, which keeps
+    // them out of the registers the step's products need.
+    // From R (the rows of the step at i0) into step buffer B, rounded to TF32.
+    // `last`: the step runs past T, and gA's rows there must be zeros.
+    auto stage_store = [&](unsigned B, int i0, bool last) {
+        int ln;
+        asm volatile("mov.u32 %0, %1;" : "=r"(ln) : "r"(lane));
+        const int c0 = 4 * (2 * q + ln % 2), sr = ln / 2;
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            if (p % NW != w) continue;
+            const int r = sr + 16 * (p % 2);
+            const unsigned at = R_s + 4 * sw(perm(r), c0) + 4 * BOX * (p / 2);
+            float4 x = lds128(at);
+            const float4 y = lds128(at + 4 * 2 * BOX);
+            if (last && i0 + perm(r) >= kT) x = make_float4(0.f, 0.f, 0.f, 0.f);
+            const uint4 a = make_uint4(tc::to_tf32(x.x), tc::to_tf32(x.y), tc::to_tf32(x.z), tc::to_tf32(x.w));
+            const uint4 k = make_uint4(tc::to_tf32(y.x), tc::to_tf32(y.y), tc::to_tf32(y.z), tc::to_tf32(y.w));
+            // GA's 16 bytes (row r, p / 2 the second tile of 32 d), and GAT's
+            // and QT's four (e) of column ipos(r) (p / 2: rows + 32).
+            sts128(B + 4 * (GA + sw(r, c0) + BI * 32 * (p / 2)), a);
+            const unsigned av[4] = {a.x, a.y, a.z, a.w}, kv[4] = {k.x, k.y, k.z, k.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const unsigned at = B + 4 * (GAT + sw(c0 + e, ipos(r)) + 32 * 32 * (p / 2));
+                sts32(at, av[e]);
+                sts32(at + 4 * (QT - GAT), kv[e]);
+            }
+        }
+    };
+#if {{P_TMA}}
+    // P and Pd of the step at i0 for this warpgroup's keys into ring slot
+    // `slot`: four boxes of 8 x 68 each (see the top), asked for by one thread
+    // of the warpgroup, counted in bytes on the slot's barrier.
+    auto load_p = [&](int i0, int slot) {
+        if (i0 >= kT || !live || wt != P_ISSUER) return;
+        float *dp = ring + slot * 2 * P_TILE;
+        tc::mbar_expect_tx(full + slot, 2 * P_TILE * 4);
+        const i64 r = head_rows + i0; // the tile's first row of P
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - row_shift(r + a);
+            tc::tma_load_2d(dp + a * 8 * LD_P, &map_p, full + slot, col, row4);
+            tc::tma_load_2d(dp + P_TILE + a * 8 * LD_P, &map_pd, full + slot, col, row4);
+        }
+    };
+#else
+    // P and Pd of the step at i0 for this warpgroup's keys into ring slot
+    // `slot`; rows at or past T read as zeros (see attention_fused.cu's load_p).
+    const int pr = wt / 16, pcol = 4 * (wt % 16); // T % 4 == 0: row pr + 8 p, floats pcol .. + 3
+    const i64 p_base = (head_rows + pr) * kT + j0 + pcol;
+    const bool pcol_ok = j0 + pcol < kT;
+    auto load_p = [&](int i0, int slot) {
+        if (i0 >= kT || !live) return;
+        float *dp = ring + slot * 2 * P_TILE, *dpd = dp + P_TILE;
+        if constexpr (!P_SHIFT) {
+#pragma unroll
+            for (int p = 0; p < 4; ++p) {
+                const i64 at = p_base + (i64)(i0 + 8 * p) * kT;
+                const bool ok = pcol_ok && i0 + pr + 8 * p < kT;
+                tc::cp_async16(dp + (pr + 8 * p) * LD_P + pcol, ok ? probs + at : probs, ok);
+                tc::cp_async16(dpd + (pr + 8 * p) * LD_P + pcol, ok ? probs_dropped + at : probs_dropped, ok);
+            }
+        } else {
+            constexpr int CPR = BJ / 4 + 1;
+            for (int x = wt; x < BI * CPR; x += 128) {
+                const int r = x / CPR, c = x % CPR;
+                const i64 row = head_rows + i0 + r;
+                const i64 start = row * kT + j0 - p_shift(row) + 4 * c;
+                const i64 left = P_ELEMS - start;
+                const int bytes = i0 + r < kT ? (int)(left >= 4 ? 16 : left > 0 ? 4 * left : 0) : 0;
+                tc::cp_async16_bytes(dp + r * LD_P + 4 * c, bytes ? probs + start : probs, bytes);
+                tc::cp_async16_bytes(dpd + r * LD_P + 4 * c, bytes ? probs_dropped + start : probs_dropped, bytes);
+            }
+        }
+    };
+#endif
+    // Row sums D_i: lane l loads row perm(l) of the step; the thread's columns
+    // of gPd^T (i = 8 n + 2 t + e) take theirs by shuffle.
+    float dl;
+    auto load_d = [&](int i0) {
+        const int i = i0 + perm(lane);
+        dl = i < kT ? rowdot[head_rows + i] : 0.f;
+    };
+    // gS goes to gs row i0 + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
+    const i64 gs_base = (head_rows + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
+    const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
+
+    // Prologue. cp.async groups, oldest first: [v] [P of steps 0 ..
+    // P_STAGES-2], then per step [P of step s + P_STAGES - 1].
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2)
+        tc::copy_tile_sw128<NW * 64, NT>(V + s2 * NW * SUB, value + (head_rows + jblock0) * kD, kD, 0, 32 * s2,
+                                         kT - jblock0, kD);
+    tc::cp_async_commit();
+    __syncthreads(); // the barriers are initialised
+    load_rows(0);
+#pragma unroll
+    for (int st = 0; st < P_STAGES - 1; ++st) {
+        load_p(st * BI, st);
+        if (!P_TMA) tc::cp_async_commit();
+    }
+    load_d(0);
+    tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<NW * 64, NT>(V + s2 * NW * SUB);
+    tc::mbar_wait(rows_full, 0);
+    stage_store(buf_s(0), 0, BI > kT);
+    tc::fence_async_shared();
+    __syncthreads(); // v and step 0's buffer are in place
+
+    // Descriptors of this warpgroup's v_j and of buffer 0; buffer 1 is WG_BUF floats on.
+    const unsigned long long dV = tc::wg_desc(V + w * SUB), dB0 = tc::wg_desc(sm + OFF_BUF);
+    // Byte offset in a ring slot of this thread's P at accumulator (n, x) for
+    // x = e (x = e + 2 is 8 keys on): the same every step, as the shifts are
+    // (i0 is a multiple of 4, and i0 T % 4 == 0). Query row r = 8 n + 2 t + e
+    // is perm(r) = 8 t + perm(8 n + e) (see perm): a per-thread base, a
+    // constant, and (P_TMA) the shift of box perm(8 n + e) % 4 = 2 (n / 2) + e,
+    // the same for the block (a uniform register): one register for all eight.
+    const unsigned p_thr = 4 * ((P_TMA ? 2 * t * LD_P : 2 * t * LD_P) + 16 * q + g);
+    unsigned p_sh[4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a) p_sh[a] = P_TMA ? 4 * row_shift(head_rows + a) : 0;
+    auto p_off = [&](int n, int e) -> unsigned {
+        if constexpr (P_TMA) return p_thr + p_sh[2 * (n / 2) + e] + 4 * ((2 * (n / 2) + e) * 8 * LD_P + (n % 2) * LD_P);
+        else if constexpr (!P_SHIFT) return p_thr + 4 * (8 * n + e) * LD_P;
+        else return 4 * ((8 * n + 2 * t + e) * LD_P + p_shift(head_rows + 8 * n + 2 * t + e) + 16 * q + g);
+    };
+    float accV[32], accK[32];
+#pragma unroll
+    for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
+
+    for (int i0 = 0; i0 < kT; i0 += BI) {
+        const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
+        const unsigned long long dB = tc::wg_desc_at(dB0, buf * WG_BUF);
+        if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
+        block_bar(1); // this step's buffer (stored last step) is in place; slot step-1 and R are read
+        load_rows(i0 + BI);
+        load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
+        if (!P_TMA) tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
+        const bool more = i0 + BI < kT;
+
+        if (live) {
+            // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
+            float acc[16];
+#pragma unroll
+            for (int x = 0; x < 16; ++x) acc[x] = 0.f;
+            tc::wg_fence();
+#pragma unroll
+            for (int ks = 0; ks < 8; ++ks)
+                tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * NW * SUB + 8 * (ks % 4)),
+                                      tc::wg_desc_at(dB, GA + (ks / 4) * BI * 32 + 8 * (ks % 4)));
+            tc::wg_commit();
+
+            // While the tensor cores run: this step's P, Pd at this thread's (i, j),
+            // and the next step's row sums.
+            const unsigned Pt = sm_s + 4u * (OFF_P + (w * P_STAGES + slot) * 2 * P_TILE); // Pd: P_TILE floats on
+            float p[4][4], pd[4][4], d[4][2];
+            if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    const unsigned at = Pt + p_off(n, x % 2) + 4 * 8 * (x / 2);
+                    p[n][x] = lds32(at);
+                    pd[n][x] = lds32(at + 4 * P_TILE);
+                }
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) d[n][e] = __shfl_sync(0xffffffffu, dl, 8 * n + 2 * t + e);
+            if (more) load_d(i0 + BI);
+            tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
+
+            // gS^T, to gs first (then only Pd and gS's fragments are held while
+            // the products are issued). Only the last row block and the last
+            // key block test their ends: the others store unguarded.
+            float s[4][4];
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+#pragma unroll
+                for (int x = 0; x < 4; ++x)
+                    s[n][x] = keep[x / 2] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][x % 2]);
+            float *gsp = gs + gs_base + (i64)i0 * GS_LD;
+            if (i0 + BI <= kT && j0 + BJ <= GS_LD) {
+#pragma unroll
+                for (int n = 0; n < 4; ++n)
+#pragma unroll
+                    for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
+            } else {
+#pragma unroll
+                for (int n = 0; n < 4; ++n)
+#pragma unroll
+                    for (int x = 0; x < 4; ++x) {
+                        const int hh = x / 2, e = x % 2;
+                        if (i0 + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
+                            gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
+                    }
+            }
+            // Pd^T and gS^T as the A fragments of gV and gK (accumulator
+            // x = 4 n + 2 hh + e holds (j = 16 q + g + 8 hh, i = 8 n + 2 t + e);
+            // fragment register 0..3 takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)).
+            unsigned fpd[4][4], fs[4][4];
+#pragma unroll
+            for (int n = 0; n < 4; ++n) {
+                constexpr int order[4] = {0, 2, 1, 3};
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    fpd[n][x] = tc::to_tf32(pd[n][order[x]]);
+                    fs[n][x] = tc::to_tf32(s[n][order[x]]);
+                }
+            }
+            // Pin the fragments before the fence (see gemm_wg.cu: otherwise ptxas serializes the wgmmas).
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+#pragma unroll
+                for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(fpd[n][x]), "+r"(fs[n][x])::"memory");
+            tc::wg_fence();
+#pragma unroll
+            for (int n = 0; n < 4; ++n) {
+                tc::wgmma_n64_tf32(accV, fpd[n], tc::wg_desc_at(dB, GAT + 8 * n));
+                tc::wgmma_n64_tf32(accK, fs[n], tc::wg_desc_at(dB, QT + 8 * n));
+            }
+            tc::wg_commit();
+        }
+
+        // The next step's buffer from R (asked of the TMA at the top of this
+        // step), once every warpgroup is past its wait above: the buffer was
+        // last read by the previous step's products.
+        if (more) {
+            block_bar(2);
+            tc::mbar_wait(rows_full, (step + 1) & 1);
+            if (i0 + 2 * BI > kT) stage_store(buf_s(buf ^ 1), i0 + BI, true);
+            else stage_store(buf_s(buf ^ 1), i0 + BI, false);
+        }
+        tc::fence_async_shared();
+    }
+    tc::wg_wait<0>();
+    tc::cp_async_wait<0>();
+
+    // gV and gK of this warpgroup's keys, summed over all rows i in order, in
+    // grad_qkv's [B, T, 3072].
+    if (!live) return;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+            const i64 j = j0 + 16 * q + g + 8 * hh;
+            const int x = 4 * n + 2 * hh;
+            if (j < kT) {
+                float *row = grad_qkv + (b * kT + j) * kQkv + h * kD + 8 * n + 2 * t;
+                *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(accV[x], accV[x + 1]);
+                *reinterpret_cast<float2 *>(row + kHid) = make_float2(scale * accK[x], scale * accK[x + 1]);
+            }
+        }
+}
