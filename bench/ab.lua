@@ -5,7 +5,9 @@
 -- in turn so that drift hits them alike; problem 2: inputs drawn once a
 -- workload for all the variants, the mean of AB_REPS medians, the rounds
 -- forward and backward in turn: attnbwd.time_tiles). VARIANT: "-" for the
--- heuristic's tiles, else "key=value ..." laid over them. AB_SHAPES="1,5" limits the
+-- heuristic's tiles, else "key=value ..." laid over them, or "+key=value ..."
+-- laid over the workload's entry in the shipped H200 tuning table (and the
+-- heuristic's tiles where it has none), as "-" runs. AB_SHAPES="1,5" limits the
 -- suite to those workloads (from 1). With two variants, the last column is
 -- the second's time against the first's. MODE time:KERNEL times instead the
 -- plan's kernel whose name ends in KERNEL, alone (problem 2), the same way:
@@ -27,7 +29,13 @@ if os.getenv("AB_SHAPES") then
   for n in os.getenv("AB_SHAPES"):gmatch("%d+") do only[tonumber(n)] = true end
 end
 local reps, iters = tonumber(os.getenv("AB_REPS") or "2"), tonumber(os.getenv("AB_ITERS") or "20")
-local function tiles_of(v) return v ~= "-" and v or nil end
+local shipped = require("tuning_h200").entries
+local function tiles_of(v, case)
+  if v == "-" then return nil end
+  if v:sub(1, 1) ~= "+" then return v end
+  local entry = shipped[require("plan").tuning_key(case)]
+  return ((entry or "") .. " " .. v:sub(2)):match("^%s*(.-)%s*$")
+end
 
 local logsum, timed = {}, 0
 for idx, case in ipairs(attnbwd.suite(suite)) do
@@ -35,23 +43,25 @@ for idx, case in ipairs(attnbwd.suite(suite)) do
     local line = string.format("#%-2d B=%-3d T=%-5d", idx, case.batch, case.seq_len)
     if mode == "compile" then
       for _, v in ipairs(variants) do
-        local r = attnbwd.compile(case, tiles_of(v))
+        local r = attnbwd.compile(case, tiles_of(v, case))
         line = line .. string.format(" [%s %s %.1fs]", v, r.origin, r.seconds)
       end
     elseif mode == "check" then
       for _, v in ipairs(variants) do
-        local r = attnbwd.check(case, tiles_of(v))
+        local r = attnbwd.check(case, tiles_of(v, case))
         line = line .. string.format(" [%s %s err %.3g match %.6f nonfinite %s]", v, r.pass and "PASS" or "FAIL",
                                      r.max_abs_err, r.match, tostring(r.nonfinite))
       end
     else
       local best = {}
       if not kernel and case.problem == "edit_attention_bwd" then -- inputs drawn once for all the variants
-        best = attnbwd.time_tiles(case, variants, iters, reps)
+        local mapped = {}
+        for i, v in ipairs(variants) do mapped[i] = tiles_of(v, case) or "-" end
+        best = attnbwd.time_tiles(case, mapped, iters, reps)
       else
         for _ = 1, reps do
           for i, v in ipairs(variants) do
-            local us, lines = attnbwd.time(case, tiles_of(v), iters, kernel ~= nil) -- alone: only for time:KERNEL
+            local us, lines = attnbwd.time(case, tiles_of(v, case), iters, kernel ~= nil) -- alone: only for time:KERNEL
             if kernel then -- its line of the per-kernel times ("name us share")
               us = nil
               for name, t in (lines or ""):gmatch("(%S+)%s+([%d.]+) us") do

@@ -55,7 +55,10 @@ return {
     -- heuristic's only where B*T <= 4096) won on these two in three runs:
     -- B=64,T=128 with side_start=1 725.8 / 738.5 / 756.7 against 765.7 / 775.3 /
     -- 794.3; B=32,T=773 4268 / 4220 / 4234 against 4355 / 4340 / 4293.
-    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1",
+    -- (Fifteenth session: B=64,T=128 with two key blocks a block of the
+    -- attention pass too, att_kb=2: 699.2 against 715.6 us in the A/B, its pass
+    -- alone 110 against 124 us.)
+    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2",
     ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1",
     -- The pair's k and v parts beside gQ (pair_kv=1): B=16,T=176 310.5 against
     -- 324.1 us, B=2,T=352 134.8 against 141.7 in the A/B; slower or level on

@@ -296,6 +296,11 @@ typedef struct product_view {
     int pair, which;
 } product_view;
 
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcmp(s + n - m, tail);
+}
+
 static int is_pair(const plan_launch *x) { return strstr(x->name, "_and_") != NULL; }
 
 /* The view of the product named `name` (e.g. "_grad_qkv_weight") that launch x runs. */
@@ -393,11 +398,6 @@ static pair_part parse_pair_part(const kernel_plan *p, const plan_launch *x) {
                             &r.s0[0], &r.ns[0], &r.y0[0], &r.ny[0], &r.s0[1], &r.ns[1], &r.y0[1], &r.ny[1]),
                      8);
     return r;
-}
-
-static int ends_with(const char *s, const char *tail) {
-    const size_t n = strlen(s), m = strlen(tail);
-    return n >= m && !strcmp(s + n - m, tail);
 }
 
 /* A pair=1 launch: grad_hidden's and grad_qkv_weight's blocks in one row, as
@@ -693,6 +693,21 @@ static void edit_attention_plans(void **state) {
             /* pair_kv=1 (where it pairs, gS stored and grad_hidden's K in three slices of 1024): in two parts. */
             if (tile(p.tiles, "pair") >= 1 && fused && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
                 assert_true(pairs == 1 || (pairs == 2 && tile(p.tiles, "pair_kv") == 1));
+            /* The attention pass's row dots come from one launch before it: gA's reduce where gA's K is
+             * split, else a rowdot launch reading gA. */
+            if (fused) {
+                int makers = 0, pass_at = -1;
+                for (int l = 0; l < p.n_launches; ++l) {
+                    const plan_launch *x = &p.launches[l];
+                    if (ends_with(x->name, "_attention") || ends_with(x->name, "_attention_wg"))
+                        pass_at = pass_at < 0 ? l : pass_at;
+                    if (ends_with(x->name, "_rowdot") || ends_with(x->name, "_grad_attn_out_reduce")) {
+                        assert_true(pass_at < 0); /* before the pass */
+                        makers++;
+                    }
+                }
+                assert_int_equal(makers, 1);
+            }
             /* ga_tma=1 (with tma=1 and wg=1): gA is TMA-fed, its B transposed first */
             if (fused && tile(p.tiles, "ga_tma") == 1 && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
                 for (int l = 0; l < p.n_launches; ++l)
