@@ -60,14 +60,15 @@ end
 -- plus the 1 KiB its swizzled tiles may need to reach a 1024-byte boundary).
 -- The ring's P tiles have rows of 68 floats; att_tma adds a barrier per slot.
 -- att_kb=1: each warpgroup has two step buffers, its rows and their barrier;
--- att_kb=2: each has its own v_j and ring, and they share the rest.
+-- att_kb=2: each has its own v_j and ring, and they share three step
+-- buffers, the rows and their barrier.
 local function attention_wg_smem(p_stages, att_tma, att_kb)
   local ring = p_stages * 2 * 32 * 68 + (att_tma == 1 and p_stages * 2 or 0) -- a warpgroup's ring and barriers
   local floats
   if att_kb == 1 then
     floats = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 2 * 8 * 128 * 4 + 2 * 2
   else
-    floats = 2 * 2 * 64 * 32 + 2 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
+    floats = 2 * 2 * 64 * 32 + 3 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
   end
   return floats * 4 + 1024
 end

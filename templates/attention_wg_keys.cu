@@ -11,7 +11,8 @@
 // goes to gs [B, 16, T, GS_LD] (rows padded with zeros to GS_LD) for the gQ
 // product and the bias sums.
 namespace fw {
-constexpr int NW = 2, NT = NW * 128, BI = 32;
+// Two warpgroups, 32 rows a step, three step buffers (see the step's end).
+constexpr int NW = 2, NT = NW * 128, BI = 32, BUFS = 3;
 // The thread of a warpgroup that asks the TMA for its P and Pd: 0, or
 // (p_issuer=1) the first of its second warp, so that the rows' copies (asked
 // for by thread 0 of the block) and warpgroup 0's are issued side by side.
@@ -19,7 +20,7 @@ constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v of the block's NW x 64 keys, rounded once: two tiles of [NW x 64 j][32 d]
 //         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each
-//   two step buffers, each WG_BUF floats:
+//   BUFS step buffers, each WG_BUF floats:
 //     GA  gA rows [32 i][64 d]: two tiles of 32 d (gPd^T's B)
 //     GAT gA^T [64 d][32 i], QT q^T [64 d][32 i]: one tile each, columns in ipos order
 //   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
@@ -28,15 +29,14 @@ constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 //   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one for R
 constexpr int OFF_V = 0, OFF_BUF = NW * 2 * SUB;
 constexpr int GA = 0, GAT = 2 * BI * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
-constexpr int OFF_P = OFF_BUF + 2 * WG_BUF, OFF_R = OFF_P + NW * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 4 * BOX,
+constexpr int OFF_P = OFF_BUF + BUFS * WG_BUF, OFF_R = OFF_P + NW * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 4 * BOX,
               N_PBAR = P_TMA ? NW * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 1);
 static_assert(OFF_BUF % 256 == 0 && WG_BUF % 256 == 0 && OFF_R % 256 == 0,
               "swizzled tiles on 1024-byte boundaries (128-byte swizzle)");
 static_assert(OFF_P % 32 == 0, "TMA boxes on 128-byte boundaries");
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
-// The block's named barriers (0 is __syncthreads'): 1 at the top of a step,
-// 2 before the next step's buffer is written.
+// The block's named barrier at the top of a step (0 is __syncthreads').
 __device__ __forceinline__ void block_bar(int id) { asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(NT) : "memory"); }
 } // namespace fw
 
@@ -236,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
 
     for (int i0 = 0; i0 < kT; i0 += BI) {
-        const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
+        const int step = (int)(i0 / BI), buf = step % BUFS, slot = step % P_STAGES;
         const unsigned long long dB = tc::wg_desc_at(dB0, buf * WG_BUF);
         if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
         block_bar(1); // this step's buffer (stored last step) is in place; slot step-1 and R are read
@@ -286,22 +286,25 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #pragma unroll
                 for (int x = 0; x < 4; ++x)
                     s[n][x] = keep[x / 2] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][x % 2]);
-            float *gsp = gs + gs_base + (i64)i0 * GS_LD;
-            if (i0 + BI <= kT && j0 + BJ <= GS_LD) {
+            auto store_gs = [&]() {
+                float *gsp = gs + gs_base + (i64)i0 * GS_LD;
+                if (i0 + BI <= kT && j0 + BJ <= GS_LD) {
 #pragma unroll
-                for (int n = 0; n < 4; ++n)
+                    for (int n = 0; n < 4; ++n)
 #pragma unroll
-                    for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
-            } else {
+                        for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
+                } else {
 #pragma unroll
-                for (int n = 0; n < 4; ++n)
+                    for (int n = 0; n < 4; ++n)
 #pragma unroll
-                    for (int x = 0; x < 4; ++x) {
-                        const int hh = x / 2, e = x % 2;
-                        if (i0 + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
-                            gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
-                    }
-            }
+                        for (int x = 0; x < 4; ++x) {
+                            const int hh = x / 2, e = x % 2;
+                            if (i0 + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
+                                gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
+                        }
+                }
+            };
+            store_gs();
             // Pd^T and gS^T as the A fragments of gV and gK (accumulator
             // x = 4 n + 2 hh + e holds (j = 16 q + g + 8 hh, i = 8 n + 2 t + e);
             // fragment register 0..3 takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)).
@@ -330,13 +333,15 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         }
 
         // The next step's buffer from R (asked of the TMA at the top of this
-        // step), once every warpgroup is past its wait above: the buffer was
-        // last read by the previous step's products.
+        // step). Three buffers: the one written here was last read by the
+        // products of the step before last, which every warpgroup waited for
+        // (its wait in the last step) before the barrier at this step's top;
+        // so one barrier a step (a second one, with two buffers, measured no
+        // faster).
         if (more) {
-            block_bar(2);
             tc::mbar_wait(rows_full, (step + 1) & 1);
-            if (i0 + 2 * BI > kT) stage_store(buf_s(buf ^ 1), i0 + BI, true);
-            else stage_store(buf_s(buf ^ 1), i0 + BI, false);
+            if (i0 + 2 * BI > kT) stage_store(buf_s((step + 1) % BUFS), i0 + BI, true);
+            else stage_store(buf_s((step + 1) % BUFS), i0 + BI, false);
         }
         tc::fence_async_shared();
     }
