@@ -54,6 +54,10 @@ constexpr int LD_P = BJ + 4, P_TILE = 32 * LD_P;
 // A K-major tile of R rows x 32 floats in the 128-byte swizzle
 // (tc::copy_tile_sw128) is R * 32 floats: SUB of 64 rows, BOX of 32.
 constexpr int SUB = 64 * 32, BOX = 32 * 32;
+// A step buffer of a warpgroup's 32 rows, WG_BUF floats:
+//   GA  gA rows [32 i][64 d]: two tiles of 32 d (gPd^T's B)
+//   GAT gA^T [64 d][32 i], QT q^T [64 d][32 i]: one tile each, columns in ipos order
+constexpr int GA = 0, GAT = 2 * 32 * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
 static_assert(P_STAGES >= 2, "a ring of at least two slots");
 static_assert(P_TILE % 32 == 0 && 8 * LD_P % 32 == 0, "TMA boxes on 128-byte boundaries");
 static_assert(kB * kHeads * kT < (1ll << 31) && 4 * kT + BJ < (1ll << 31), "TMA coordinates are 32-bit");
@@ -96,5 +100,100 @@ __device__ __forceinline__ float lds32(unsigned a) {
     float v;
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
     return v;
+}
+
+// The pieces of a warpgroup's step, the same in both organisations. A thread
+// holds gPd^T's accumulator x = 4 n + 2 hh + e at (key j = 16 q + g + 8 hh,
+// row i = 8 n + 2 t + e of its 32).
+
+// P and Pd rows r .. r + 31 of [B*16*T, T] (r a multiple of 4), keys j0 ..
+// j0 + 63, by the TMA into ring tile dp (Pd P_TILE floats on): four boxes each
+// (see the top), counted in bytes on `bar`.
+__device__ __forceinline__ void tma_p(float *dp, const tc::tma_map *map_p, const tc::tma_map *map_pd,
+                                      unsigned long long *bar, i64 r, i64 j0) {
+    tc::mbar_expect_tx(bar, 2 * P_TILE * 4);
+#pragma unroll
+    for (int a = 0; a < 4; ++a) {
+        const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - row_shift(r + a);
+        tc::tma_load_2d(dp + a * 8 * LD_P, map_p, bar, col, row4);
+        tc::tma_load_2d(dp + P_TILE + a * 8 * LD_P, map_pd, bar, col, row4);
+    }
+}
+// This thread's P and Pd from the ring tile at shared address Pt: off(n, e)
+// is the byte offset of accumulator (n, x = e); x = e + 2 is 8 keys on.
+template <class Off>
+__device__ __forceinline__ void read_p(float (&p)[4][4], float (&pd)[4][4], unsigned Pt, Off off) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            const unsigned at = Pt + off(n, x % 2) + 4 * 8 * (x / 2);
+            p[n][x] = lds32(at);
+            pd[n][x] = lds32(at + 4 * P_TILE);
+        }
+}
+// The row sums D_i of this thread's rows, from the lanes that loaded them (dl of lane 8 n + 2 t + e).
+__device__ __forceinline__ void shuffle_d(float (&d)[4][2], float dl, int t) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) d[n][e] = __shfl_sync(0xffffffffu, dl, 8 * n + 2 * t + e);
+}
+// gS^T = keep_j (Pd^T * gPd^T - P^T * D_i), in gPd^T's accumulator layout.
+__device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)[16], const float (&p)[4][4],
+                                            const float (&pd)[4][4], const float (&d)[4][2], const float (&keep)[2]) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) s[n][x] = keep[x / 2] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][x % 2]);
+}
+// gS to gs: gsp is this thread's first element (row row0 + perm(2 t) of the
+// tile's first row row0, its column). `whole`: every row and key of the tile
+// lies inside, and the stores go unguarded; else rows past T and columns
+// past GS_LD (col_ok, per hh) are left out.
+__device__ __forceinline__ void store_gs(float *gsp, const float (&s)[4][4], bool whole, int row0, int t,
+                                         const bool (&col_ok)[2]) {
+    if (whole) {
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
+    } else {
+#pragma unroll
+        for (int n = 0; n < 4; ++n)
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                const int hh = x / 2, e = x % 2;
+                if (row0 + perm(2 * t) + perm(8 * n + e) < kT && col_ok[hh]) gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
+            }
+    }
+}
+// Pd^T and gS^T as the A fragments of gV and gK (fragment register 0..3
+// takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)), then gV += Pd^T gA_i
+// and gK += gS^T q_i with B from the step buffer of descriptor dB: one commit group.
+__device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32], const float (&pd)[4][4],
+                                            const float (&s)[4][4], unsigned long long dB) {
+    unsigned fpd[4][4], fs[4][4];
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+        constexpr int order[4] = {0, 2, 1, 3};
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            fpd[n][x] = tc::to_tf32(pd[n][order[x]]);
+            fs[n][x] = tc::to_tf32(s[n][order[x]]);
+        }
+    }
+    // Pin the fragments before the fence (see gemm_wg.cu: otherwise ptxas serializes the wgmmas).
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(fpd[n][x]), "+r"(fs[n][x])::"memory");
+    tc::wg_fence();
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+        tc::wgmma_n64_tf32(accV, fpd[n], tc::wg_desc_at(dB, GAT + 8 * n));
+        tc::wgmma_n64_tf32(accK, fs[n], tc::wg_desc_at(dB, QT + 8 * n));
+    }
+    tc::wg_commit();
 }
 } // namespace fw

@@ -20,15 +20,12 @@ constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v of the block's NW x 64 keys, rounded once: two tiles of [NW x 64 j][32 d]
 //         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each
-//   BUFS step buffers, each WG_BUF floats:
-//     GA  gA rows [32 i][64 d]: two tiles of 32 d (gPd^T's B)
-//     GAT gA^T [64 d][32 i], QT q^T [64 d][32 i]: one tile each, columns in ipos order
+//   BUFS step buffers (attention_wg.cu's GA, GAT, QT), each WG_BUF floats
 //   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
 //   R, the gA and q rows of the next step as the TMA brings them (four boxes
 //   of [32 i][32 d] in the 128-byte swizzle: gA d 0-31, 32-63, then q's)
 //   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one for R
 constexpr int OFF_V = 0, OFF_BUF = NW * 2 * SUB;
-constexpr int GA = 0, GAT = 2 * BI * 32, QT = GAT + SUB, WG_BUF = QT + SUB;
 constexpr int OFF_P = OFF_BUF + BUFS * WG_BUF, OFF_R = OFF_P + NW * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 4 * BOX,
               N_PBAR = P_TMA ? NW * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 1);
 static_assert(OFF_BUF % 256 == 0 && WG_BUF % 256 == 0 && OFF_R % 256 == 0,
@@ -139,15 +136,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     // of the warpgroup, counted in bytes on the slot's barrier.
     auto load_p = [&](int i0, int slot) {
         if (i0 >= kT || !live || wt != P_ISSUER) return;
-        float *dp = ring + slot * 2 * P_TILE;
-        tc::mbar_expect_tx(full + slot, 2 * P_TILE * 4);
-        const i64 r = head_rows + i0; // the tile's first row of P
-#pragma unroll
-        for (int a = 0; a < 4; ++a) {
-            const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - row_shift(r + a);
-            tc::tma_load_2d(dp + a * 8 * LD_P, &map_p, full + slot, col, row4);
-            tc::tma_load_2d(dp + P_TILE + a * 8 * LD_P, &map_pd, full + slot, col, row4);
-        }
+        tma_p(ring + slot * 2 * P_TILE, &map_p, &map_pd, full + slot, head_rows + i0, j0);
     };
 #else
     // P and Pd of the step at i0 for this warpgroup's keys into ring slot
@@ -262,18 +251,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             const unsigned Pt = sm_s + 4u * (OFF_P + (w * P_STAGES + slot) * 2 * P_TILE); // Pd: P_TILE floats on
             float p[4][4], pd[4][4], d[4][2];
             if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
-#pragma unroll
-            for (int n = 0; n < 4; ++n)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    const unsigned at = Pt + p_off(n, x % 2) + 4 * 8 * (x / 2);
-                    p[n][x] = lds32(at);
-                    pd[n][x] = lds32(at + 4 * P_TILE);
-                }
-#pragma unroll
-            for (int n = 0; n < 4; ++n)
-#pragma unroll
-                for (int e = 0; e < 2; ++e) d[n][e] = __shfl_sync(0xffffffffu, dl, 8 * n + 2 * t + e);
+            read_p(p, pd, Pt, p_off);
+            shuffle_d(d, dl, t);
             if (more) load_d(i0 + BI);
             tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
 
@@ -281,55 +260,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             // the products are issued). Only the last row block and the last
             // key block test their ends: the others store unguarded.
             float s[4][4];
-#pragma unroll
-            for (int n = 0; n < 4; ++n)
-#pragma unroll
-                for (int x = 0; x < 4; ++x)
-                    s[n][x] = keep[x / 2] * (pd[n][x] * acc[4 * n + x] - p[n][x] * d[n][x % 2]);
-            auto store_gs = [&]() {
-                float *gsp = gs + gs_base + (i64)i0 * GS_LD;
-                if (i0 + BI <= kT && j0 + BJ <= GS_LD) {
-#pragma unroll
-                    for (int n = 0; n < 4; ++n)
-#pragma unroll
-                        for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
-                } else {
-#pragma unroll
-                    for (int n = 0; n < 4; ++n)
-#pragma unroll
-                        for (int x = 0; x < 4; ++x) {
-                            const int hh = x / 2, e = x % 2;
-                            if (i0 + perm(2 * t) + perm(8 * n + e) < kT && gs_col_ok[hh])
-                                gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
-                        }
-                }
-            };
-            store_gs();
-            // Pd^T and gS^T as the A fragments of gV and gK (accumulator
-            // x = 4 n + 2 hh + e holds (j = 16 q + g + 8 hh, i = 8 n + 2 t + e);
-            // fragment register 0..3 takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)).
-            unsigned fpd[4][4], fs[4][4];
-#pragma unroll
-            for (int n = 0; n < 4; ++n) {
-                constexpr int order[4] = {0, 2, 1, 3};
-#pragma unroll
-                for (int x = 0; x < 4; ++x) {
-                    fpd[n][x] = tc::to_tf32(pd[n][order[x]]);
-                    fs[n][x] = tc::to_tf32(s[n][order[x]]);
-                }
-            }
-            // Pin the fragments before the fence (see gemm_wg.cu: otherwise ptxas serializes the wgmmas).
-#pragma unroll
-            for (int n = 0; n < 4; ++n)
-#pragma unroll
-                for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(fpd[n][x]), "+r"(fs[n][x])::"memory");
-            tc::wg_fence();
-#pragma unroll
-            for (int n = 0; n < 4; ++n) {
-                tc::wgmma_n64_tf32(accV, fpd[n], tc::wg_desc_at(dB, GAT + 8 * n));
-                tc::wgmma_n64_tf32(accK, fs[n], tc::wg_desc_at(dB, QT + 8 * n));
-            }
-            tc::wg_commit();
+            grad_scores(s, acc, p, pd, d, keep);
+            store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0, t, gs_col_ok);
+            issue_gv_gk(accV, accK, pd, s, dB);
         }
 
         // The next step's buffer from R (asked of the TMA at the top of this
