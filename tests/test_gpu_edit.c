@@ -2,7 +2,9 @@
  * shipped suite sol072_workload in TF32 and in fp16, a set of awkward cases
  * in both (T = 1, 17, 1000 and past the 1024 position table, B = 1, an
  * attention_mask with zeros, dropout_p = 0 and a p the benchmark does not
- * use, non-zero projection biases), and fp32-exact on two small shapes, which
+ * use, non-zero projection biases), the TF32 attention pass's other block
+ * organisation (att_kb) where the heuristic would not take it, at T that
+ * leave a warpgroup without keys, and fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
  * reference under the public acceptance rule, output by output, with fresh
@@ -109,6 +111,17 @@ int main(void) {
         runs[n++] = make_run(1, 129, 0.25, P, CHECK_EDIT_MASK_ZEROS, "mask0");
         runs[n++] = make_run(1, 1100, 0.1, P, 0, "");
     }
+    /* Two key blocks a block (att_kb=2) where the heuristic takes one: T = 17 and 64 leave the second
+     * warpgroup without keys (P by the TMA at odd T, by cp.async at T % 4 == 0), T = 129 the second block's. */
+    runs[n] = make_run(1, 17, 0.1, ATTNBWD_PRECISION_TF32, 0, "att_kb=2");
+    runs[n++].c.tiles = "att_kb=2";
+    runs[n] = make_run(2, 64, 0.0, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 att_kb=2");
+    runs[n++].c.tiles = "att_kb=2";
+    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 att_kb=2");
+    runs[n++].c.tiles = "att_kb=2";
+    /* ... and one key block where it takes two. */
+    runs[n] = make_run(1, 1000, 0.1, ATTNBWD_PRECISION_TF32, 0, "att_kb=1");
+    runs[n++].c.tiles = "att_kb=1";
     runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, CHECK_EDIT_MASK_ZEROS, "mask0");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);
