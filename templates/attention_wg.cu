@@ -106,6 +106,19 @@ __device__ __forceinline__ float lds32(unsigned a) {
 // holds gPd^T's accumulator x = 4 n + 2 hh + e at (key j = 16 q + g + 8 hh,
 // row i = 8 n + 2 t + e of its 32).
 
+// The step's gA and q rows by the TMA into R: gA's row ga_row of [B*T, 1024]
+// (head h's 64 columns) and q's row q_row of [B*16*T, 64], 32 rows each, as
+// four boxes of 32 rows x 32 floats in the 128-byte swizzle (gA d 0-31,
+// 32-63, then q's), counted in bytes on `bar`.
+__device__ __forceinline__ void tma_rows(float *R, const tc::tma_map *map_ga, const tc::tma_map *map_q,
+                                         unsigned long long *bar, int ga_row, int q_row, int h) {
+    tc::mbar_expect_tx(bar, 4 * BOX * 4);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+        tc::tma_load_2d(R + half * BOX, map_ga, bar, h * kD + 32 * half, ga_row);
+        tc::tma_load_2d(R + (2 + half) * BOX, map_q, bar, 32 * half, q_row);
+    }
+}
 // P and Pd rows r .. r + 31 of [B*16*T, T] (r a multiple of 4), keys j0 ..
 // j0 + 63, by the TMA into ring tile dp (Pd P_TILE floats on): four boxes each
 // (see the top), counted in bytes on `bar`.
@@ -117,6 +130,36 @@ __device__ __forceinline__ void tma_p(float *dp, const tc::tma_map *map_p, const
         const int row4 = (int)((r + a) >> 2), col = (int)((r + a) & 3) * (int)kT + (int)j0 - row_shift(r + a);
         tc::tma_load_2d(dp + a * 8 * LD_P, map_p, bar, col, row4);
         tc::tma_load_2d(dp + P_TILE + a * 8 * LD_P, map_pd, bar, col, row4);
+    }
+}
+// The same by every thread of the warpgroup (wt: its index there) with
+// 16-byte cp.async: rows row0 .. row0 + 31 of the head whose row 0 is
+// head_rows; rows at or past T read as zeros (see attention_fused.cu's load_p).
+__device__ __forceinline__ void cp_p(float *dp, const float *__restrict__ probs,
+                                     const float *__restrict__ probs_dropped, i64 head_rows, int row0, i64 j0,
+                                     int wt) {
+    float *dpd = dp + P_TILE;
+    if constexpr (!P_SHIFT) {
+        const int pr = wt / 16, pcol = 4 * (wt % 16); // T % 4 == 0: row pr + 8 p, floats pcol .. + 3
+        const bool pcol_ok = j0 + pcol < kT;
+#pragma unroll
+        for (int p = 0; p < 4; ++p) {
+            const i64 at = (head_rows + row0 + pr + 8 * p) * kT + j0 + pcol;
+            const bool ok = pcol_ok && row0 + pr + 8 * p < kT;
+            tc::cp_async16(dp + (pr + 8 * p) * LD_P + pcol, ok ? probs + at : probs, ok);
+            tc::cp_async16(dpd + (pr + 8 * p) * LD_P + pcol, ok ? probs_dropped + at : probs_dropped, ok);
+        }
+    } else {
+        constexpr int CPR = BJ / 4 + 1;
+        for (int x = wt; x < 32 * CPR; x += 128) {
+            const int r = x / CPR, c = x % CPR;
+            const i64 row = head_rows + row0 + r;
+            const i64 start = row * kT + j0 - p_shift(row) + 4 * c;
+            const i64 left = P_ELEMS - start;
+            const int bytes = row0 + r < kT ? (int)(left >= 4 ? 16 : left > 0 ? 4 * left : 0) : 0;
+            tc::cp_async16_bytes(dp + r * LD_P + 4 * c, bytes ? probs + start : probs, bytes);
+            tc::cp_async16_bytes(dpd + r * LD_P + 4 * c, bytes ? probs_dropped + start : probs_dropped, bytes);
+        }
     }
 }
 // This thread's P and Pd from the ring tile at shared address Pt: off(n, e)

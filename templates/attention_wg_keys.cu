@@ -87,14 +87,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const unsigned R_s = sm_s + 4u * OFF_R;
     auto load_rows = [&](int i0) {
         if (i0 >= kT || tid != 0) return;
-        tc::mbar_expect_tx(rows_full, 4 * BOX * 4);
-        float *R = sm + OFF_R;
-        const int ga_row = (int)(b * kT + i0), q_row = (int)(head_rows + i0);
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            tc::tma_load_2d(R + half * BOX, &map_ga, rows_full, h * kD + 32 * half, ga_row);
-            tc::tma_load_2d(R + (2 + half) * BOX, &map_q, rows_full, 32 * half, q_row);
-        }
+        tma_rows(sm + OFF_R, &map_ga, &map_q, rows_full, (int)(b * kT + i0), (int)(head_rows + i0), h);
     };
     // Staging is four passes of 16 rows x 32 d each; pass p is warpgroup
     // p % NW's. In pass p a thread reads tile row r = lane / 2 + 16 (p % 2)
@@ -141,32 +134,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #else
     // P and Pd of the step at i0 for this warpgroup's keys into ring slot
     // `slot`; rows at or past T read as zeros (see attention_fused.cu's load_p).
-    const int pr = wt / 16, pcol = 4 * (wt % 16); // T % 4 == 0: row pr + 8 p, floats pcol .. + 3
-    const i64 p_base = (head_rows + pr) * kT + j0 + pcol;
-    const bool pcol_ok = j0 + pcol < kT;
     auto load_p = [&](int i0, int slot) {
         if (i0 >= kT || !live) return;
-        float *dp = ring + slot * 2 * P_TILE, *dpd = dp + P_TILE;
-        if constexpr (!P_SHIFT) {
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const i64 at = p_base + (i64)(i0 + 8 * p) * kT;
-                const bool ok = pcol_ok && i0 + pr + 8 * p < kT;
-                tc::cp_async16(dp + (pr + 8 * p) * LD_P + pcol, ok ? probs + at : probs, ok);
-                tc::cp_async16(dpd + (pr + 8 * p) * LD_P + pcol, ok ? probs_dropped + at : probs_dropped, ok);
-            }
-        } else {
-            constexpr int CPR = BJ / 4 + 1;
-            for (int x = wt; x < BI * CPR; x += 128) {
-                const int r = x / CPR, c = x % CPR;
-                const i64 row = head_rows + i0 + r;
-                const i64 start = row * kT + j0 - p_shift(row) + 4 * c;
-                const i64 left = P_ELEMS - start;
-                const int bytes = i0 + r < kT ? (int)(left >= 4 ? 16 : left > 0 ? 4 * left : 0) : 0;
-                tc::cp_async16_bytes(dp + r * LD_P + 4 * c, bytes ? probs + start : probs, bytes);
-                tc::cp_async16_bytes(dpd + r * LD_P + 4 * c, bytes ? probs_dropped + start : probs_dropped, bytes);
-            }
-        }
+        cp_p(ring + slot * 2 * P_TILE, probs, probs_dropped, head_rows, i0, j0, wt);
     };
 #endif
     // Row sums D_i: lane l loads row perm(l) of the step; the thread's columns

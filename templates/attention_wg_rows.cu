@@ -78,14 +78,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const unsigned R_s = sm_s + 4u * (OFF_R + w * 4 * BOX);
     auto load_rows = [&](int i0) {
         if (i0 >= kT || wt != 0) return;
-        tc::mbar_expect_tx(rows_full, 4 * BOX * 4);
-        float *R = sm + OFF_R + w * 4 * BOX;
-        const int ga_row = (int)(b * kT + i0 + HALF * w), q_row = (int)(head_rows + i0 + HALF * w);
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            tc::tma_load_2d(R + half * BOX, &map_ga, rows_full, h * kD + 32 * half, ga_row);
-            tc::tma_load_2d(R + (2 + half) * BOX, &map_q, rows_full, 32 * half, q_row);
-        }
+        tma_rows(sm + OFF_R + w * 4 * BOX, &map_ga, &map_q, rows_full, (int)(b * kT + i0 + HALF * w), (int)(head_rows + i0 + HALF * w), h);
     };
     // This thread's pass p reads tile row r = lane / 2 + 16 (p % 2) (query
     // row perm(r) of the step), floats c0 + 32 (p / 2) .. + 3, which makes the
@@ -139,33 +132,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #else
     // P and Pd of this warpgroup's rows of the step at i0 into ring slot `slot`;
     // rows at or past T read as zeros (see attention_fused.cu's load_p).
-    const int pr = wt / 16, pcol = 4 * (wt % 16); // T % 4 == 0: row pr + 8 p, floats pcol .. + 3
-    const i64 p_base = (head_rows + HALF * w + pr) * kT + j0 + pcol;
-    const bool pcol_ok = j0 + pcol < kT;
     auto load_p = [&](int i0, int slot) {
         if (i0 >= kT) return;
-        float *dp = ring + slot * 2 * P_TILE, *dpd = dp + P_TILE;
-        if constexpr (!P_SHIFT) {
-#pragma unroll
-            for (int p = 0; p < 4; ++p) {
-                const i64 at = p_base + (i64)(i0 + 8 * p) * kT;
-                const bool ok = pcol_ok && i0 + HALF * w + pr + 8 * p < kT;
-                tc::cp_async16(dp + (pr + 8 * p) * LD_P + pcol, ok ? probs + at : probs, ok);
-                tc::cp_async16(dpd + (pr + 8 * p) * LD_P + pcol, ok ? probs_dropped + at : probs_dropped, ok);
-            }
-        } else {
-            constexpr int CPR = BJ / 4 + 1;
-            for (int x = wt; x < HALF * CPR; x += 128) {
-                const int r = x / CPR, c = x % CPR;
-                const i64 row = head_rows + i0 + HALF * w + r;
-                const i64 start = row * kT + j0 - p_shift(row) + 4 * c;
-                const i64 left = P_ELEMS - start;
-                const int bytes =
-                    i0 + HALF * w + r < kT ? (int)(left >= 4 ? 16 : left > 0 ? 4 * left : 0) : 0;
-                tc::cp_async16_bytes(dp + r * LD_P + 4 * c, bytes ? probs + start : probs, bytes);
-                tc::cp_async16_bytes(dpd + r * LD_P + 4 * c, bytes ? probs_dropped + start : probs_dropped, bytes);
-            }
-        }
+        cp_p(ring + slot * 2 * P_TILE, probs, probs_dropped, head_rows, i0 + HALF * w, j0, wt);
     };
 #endif
     // Row sums D_i: lane l loads row 32 w + l of the step; the thread's columns
