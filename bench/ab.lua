@@ -33,7 +33,7 @@ local shipped = require("tuning_h200").entries
 local function tiles_of(v, case)
   if v == "-" then return nil end
   if v:sub(1, 1) ~= "+" then return v end
-  local entry = shipped[require("plan").tuning_key(case)]
+  local entry = shipped[attnbwd.tuning_key(case)]
   return ((entry or "") .. " " .. v:sub(2)):match("^%s*(.-)%s*$")
 end
 
