@@ -84,7 +84,9 @@ double check_floor_flops(const suite_case *c);
 /* Drawing options of check_edit_case_ex. */
 enum {
     CHECK_EDIT_MASK_ZEROS = 1u << 0, /* attention_mask 0 w.p. 1/4 (key 0 always valid), not all ones */
-    CHECK_EDIT_BIASES = 1u << 1      /* qkv_bias, out_bias ~ 0.02*randn instead of 0 */
+    CHECK_EDIT_BIASES = 1u << 1,     /* qkv_bias, out_bias ~ 0.02*randn instead of 0 */
+    CHECK_EDIT_LARGE = 1u << 2       /* grad_output times 2^16 (as a loss scale would): every output too, and
+                                        gS past fp16's range unless scaled (the caller scales atol) */
 };
 
 /* One output's comparison. */

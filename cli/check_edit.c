@@ -182,6 +182,9 @@ static attnbwd_status draw_host(const suite_case *c, uint64_t seed, unsigned fla
         st = err_set(st, "%s: ref_edit_draw_inputs failed (%s)", c->name, attnbwd_status_name(st));
         goto fail;
     }
+    if (flags & CHECK_EDIT_LARGE)
+        for (size_t i = 0, n = sz_elems(SZ_BTH, B, T); i < n; i++)
+            in->grad_output[i] *= 65536.0f;
     if (p > 0.0 && fabs(p - BENCH_P) > 1e-12) {
         redraw_dropout_mask(in->dropout_mask, sz_elems(SZ_BHTT, B, T), seed, p);
         in->dropout_p = (float)p;

@@ -174,11 +174,12 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
  * attnbwd_edit_attention_workspace).
  * Reads only: grad_output, hidden_states, edit_region_mask, qkv_weight,
  * out_weight, attention_mask, query, key, value, attention_probs,
- * attention_probs_dropped, attention_output and scale. Relies on the forward
- * pass's relations: attention_probs_dropped = probs * dropout_mask / (1-p)
- * (so dropout_mask and dropout_p are not read) and attention_output =
- * attention_probs_dropped @ value per head (the softmax backward's row sums
- * come from it). Every sum runs in a fixed order: the same inputs give the
+ * attention_probs_dropped, attention_output, scale and dropout_p. Relies on
+ * the forward pass's relations: attention_probs_dropped = probs *
+ * dropout_mask / (1-p) (so dropout_mask is not read; dropout_p only bounds
+ * gS, with attention_probs_dropped <= 1/(1-p), where TF32 stores it in fp16
+ * with a power-of-two scale) and attention_output = attention_probs_dropped
+ * @ value per head (the softmax backward's row sums come from it). Every sum runs in a fixed order: the same inputs give the
  * same bits on every run (the default tiles; the exploration candidate
  * gs_store=0 sums gQ and grad_edit_region_bias with float atomics instead).
  * A call with the same arguments as the kernel's call before it (every

@@ -167,6 +167,17 @@ function M.heuristic(shape, arch)
   -- rounded values over B*T rows, up to 0.16 off (99.7% within atol): removed.
   t.gh_trunc = 1
   t.pair_kv = 0 -- the pair in one launch after gQ
+  -- gs_half=1: gS through the workspace in fp16 (scaled per (b, h, 64 keys)
+  -- so that it cannot overflow, templates/attention_wg.cu's gs_exponent), its
+  -- write and two reads halved (3.7 GB -> 1.8 GB at B=32,T=773). Correct
+  -- (test_gpu_edit, also with grad_output times 2^16), but slower: measured
+  -- (2026-12-04, A/B of the 16, whole calls) geomean 427.1 against 419.5 us,
+  -- faster only at B=1,T=1024 (-2.5%). Alone, the bias sums ran 18-28%
+  -- faster, gQ 17-19% slower (it widens each fp16 tile in shared memory,
+  -- and was not bound by its reads: 2.7 TB/s in fp32) and the pass 6-10%
+  -- slower (its prologue's maxima, and converts; its 16-bit stores are as
+  -- many as the 32-bit ones). So gS stays fp32 (docs/benchmarks.md).
+  t.gs_half = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -214,6 +225,8 @@ local CHOICES = {
                         .. "two warpgroups, or two, one a warpgroup, their rows staged once" },
   { "pair_kv", { 0, 1 }, "the pair in one launch after gQ, or its k and v parts beside gQ and its q part after, "
                          .. "where pair > 0" },
+  { "gs_half", { 0, 1 }, "gS in the workspace as fp32, or as fp16 times a power of two per (b, h, 64 keys), "
+                         .. "where the attention pass and gQ run on wgmma" },
 }
 
 -- "a, b or c"
@@ -591,11 +604,13 @@ local function new_plan(shape, t)
   -- bias_grads block per 256 // ct rows of a head (ct threads a row: its T
   -- columns in fours, whole warps), then one bias_final block per head.
   -- rows: 1024, or T where bias_zero_rows writes the rest.
-  function p.bias_sums(gs, rows)
+  -- gsinv: gS's inverse scales where it is fp16 (gs_half), else "i64:0".
+  function p.bias_sums(gs, rows, gsinv)
     rows = rows or POS
     local ct = ceil_div(ceil_div(shape.seq_len, 4), 32) * 32
     p.kernel("bias_grads", { ceil_div(rows, 256 // ct), H, 1 },
-             { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart"), "i32:" .. rows })
+             { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart"), "i32:" .. rows,
+               gsinv or "i64:0" })
     p.kernel("bias_final", { H, 1, 1 }, { p.wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   end
   function p.finish(arch, align)
@@ -680,11 +695,18 @@ local function plan_fused(shape, t, arch)
   -- split-K partial products and its B transposed (wgmma): products may run
   -- side by side, so none shares a region with another.
   local gs_ld = ceil_div(T, t.gs_pad) * t.gs_pad -- gS rows, padded for 16-byte loads (at least)
+  -- gs_half: gS in fp16 (half the floats), 1/f per (b, h, key block) in gsinv,
+  -- |gA_i|^2 per row in gan (for f: templates/attention_wg.cu's gs_exponent).
+  local gs_half = t.gs_half == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
   p.reserve("wcpart", B * H * NJ * 2)
-  p.reserve("gs", t.gs_store == 1 and B * H * T * gs_ld or 0)
+  p.reserve("gs", t.gs_store == 1 and (gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld) or 0)
+  p.reserve("gan", gs_half and B * H * T or 0)
+  p.reserve("gsinv", gs_half and B * H * NJ or 0)
+  local gan = gs_half and wsp("gan") or "i64:0"
+  local gsinv = gs_half and wsp("gsinv") or "i64:0"
   p.reserve("biaspart", H * POS * 2)
   p.reserve("colpart_out", COL_SPLIT * HID)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)
@@ -748,9 +770,9 @@ local function plan_fused(shape, t, arch)
     local kname, split = p.prefix .. "_" .. g.name, g.choice.splits > 1
     if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
       p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = g.m,
-                                                   SPLITS = g.choice.splits })
+                                                   SPLITS = g.choice.splits, NORMS = gs_half and 1 or 0 })
       p.kernel(g.name .. "_reduce", { ceil_div(g.m * H * 32, 256), 1, 1 },
-               { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot") })
+               { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot"), gan })
     elseif split then
       p.render("splitk_reduce_kernel.cu", {
         NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
@@ -859,7 +881,7 @@ local function plan_fused(shape, t, arch)
   end
   p.on(0)
   if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
-    p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot") }) -- 32 units a block
+    p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
   end
   if t.gs_store == 0 then -- the red.add targets start at zero
     p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
@@ -879,7 +901,7 @@ local function plan_fused(shape, t, arch)
     local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
     p.kernel("attention_wg", { ceil_div(NJ, t.att_kb), B * H, 1 },
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
-             "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale" }, nil,
+             "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale", gan, gsinv, "f32:dropout_p" }, nil,
            attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb))
   else
     p.kernel("attention", { NJ, B * H, 1 },
@@ -898,7 +920,7 @@ local function plan_fused(shape, t, arch)
     p.on(1)
     p.wait("attention")
     if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
-    p.bias_sums(wsp("gs"), zero_early and T or POS)
+    p.bias_sums(wsp("gs"), zero_early and T or POS, gsinv)
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local kname = p.prefix .. "_grad_query"
@@ -908,10 +930,12 @@ local function plan_fused(shape, t, arch)
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D, SB1 = H * T * gs_ld,
-        SB0 = T * gs_ld, SC1 = T * QKV, SC0 = D,
+        SB0 = T * gs_ld, SC1 = T * QKV, SC0 = D, B_T = gs_half and "unsigned short" or "float", NKB = NJ,
       })
-      p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H }, { "in:key", wsp("gs"), wsp("gqkv"), "f32:scale" },
-               { w.bm // 64 * 128, 1, 1 }, wg_smem(w, true))
+      -- gs_half: the inverse scales of the K blocks follow the stages.
+      local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
+      p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H },
+               { "in:key", wsp("gs"), wsp("gqkv"), "f32:scale", gsinv }, { w.bm // 64 * 128, 1, 1 }, smem)
     else
       local c = GEMM_CONFIGS[3]
       p.render("gemm_tc_batched_kernel.cu", {
@@ -969,15 +993,15 @@ local function plan_fused(shape, t, arch)
   p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
                                    STORE_GS = t.gs_store, GS_LD = gs_ld, KV_SPLIT = t.kv_split, P_STAGES = t.p_stages,
                                    MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
-                                   SYNC_PASS = not att_wg })
+                                   SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
-                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer }
+                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0 }
     p.render("attention_wg.cu", values)
     p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
   end
   if t.gs_store == 1 then
-    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld })
+    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0 })
   end
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
@@ -1044,7 +1068,7 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
   p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T })
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0 })
   p.render("grad_scores.cu", { PREFIX = p.prefix })
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
   return p.finish(arch, 4)

@@ -3,11 +3,12 @@
  * script gave it (see lua/edit_attention.lua). Reads: grad_output,
  * hidden_states, edit_region_mask, qkv_weight, out_weight, attention_mask,
  * query, key, value, attention_probs, attention_probs_dropped,
- * attention_output, scale; relies on attention_probs_dropped = probs *
- * dropout_mask / (1 - p), so dropout_mask, dropout_p, the biases,
- * edit_region_bias and attention_scores are not read. The fused plan (the
- * default) also relies on attention_output = attention_probs_dropped @ value
- * per head, for rowsum(Pd * gPd) = gA . attention_output. */
+ * attention_output, scale, dropout_p; relies on attention_probs_dropped =
+ * probs * dropout_mask / (1 - p), so dropout_mask, the biases,
+ * edit_region_bias and attention_scores are not read (dropout_p only bounds
+ * gS for its fp16 store, tile gs_half). The fused plan (the default) also
+ * relies on attention_output = attention_probs_dropped @ value per head, for
+ * rowsum(Pd * gPd) = gA . attention_output. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +87,9 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spe
         return ATTNBWD_OK;
     } else if (!strcmp(spec, "f32:scale")) {
         v->f32 = a->scale;
+        return ATTNBWD_OK;
+    } else if (!strcmp(spec, "f32:dropout_p")) {
+        v->f32 = a->dropout_p;
         return ATTNBWD_OK;
     } else if (!strcmp(spec, "f32:one") && one) {
         v->f32 = *one;

@@ -327,9 +327,11 @@ extern "C" __global__ void __launch_bounds__(256, {{MIN_BLOCKS}})
 // D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] over the 64 dims of the
 // head, for the units w = (b * T + i) * 16 + h: a half-warp per unit, 16 bytes
 // a lane, two adjacent units per half-warp with all four loads issued first
-// (a stream of 2 B T 4 KiB, bound by the loads in flight).
+// (a stream of 2 B T 4 KiB, bound by the loads in flight). ROW_NORMS (gS
+// stored in fp16): |gA[b, i, h]|^2 into gan too, for gS's scale.
 extern "C" __global__ void __launch_bounds__(256)
-{{PREFIX}}_rowdot(const float *__restrict__ gA, const float *__restrict__ attention_output, float *__restrict__ rowdot) {
+{{PREFIX}}_rowdot(const float *__restrict__ gA, const float *__restrict__ attention_output, float *__restrict__ rowdot,
+                  float *__restrict__ gan) {
     tc::pdl_enter();
     using namespace fa;
     constexpr int kUnits = 2;
@@ -348,6 +350,10 @@ extern "C" __global__ void __launch_bounds__(256)
         const float s = tc::head_dot4(x[u], y[u]);
         const i64 w = w0 + u, b = w / (kT * 16), i = (w / 16) % kT, h = w % 16;
         if (l == 0 && w < kB * kT * kHeads) rowdot[(b * 16 + h) * kT + i] = s;
+        if ({{ROW_NORMS}}) {
+            const float n2 = tc::head_dot4(x[u], x[u]);
+            if (l == 0 && w < kB * kT * kHeads) gan[(b * 16 + h) * kT + i] = n2;
+        }
     }
 }
 

@@ -44,6 +44,12 @@ constexpr i64 kB = {{B}}, kT = {{T}}, GS_LD = {{GS_LD}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
 constexpr int BJ = 64, P_STAGES = {{P_STAGES}};
 constexpr bool P_TMA = {{P_TMA}};
+// gS's element in gs: fp32, or (GS_HALF, tile gs_half=1) fp16 bits times a
+// power of two f per (b, h, key block) (gs_factor), 1/f in gsinv.
+constexpr bool GS_HALF = {{GS_HALF}};
+template <bool H> struct gs_elem { typedef float t; };
+template <> struct gs_elem<true> { typedef unsigned short t; };
+typedef gs_elem<GS_HALF>::t gs_t;
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
@@ -193,23 +199,67 @@ __device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)
 // gS to gs: gsp is this thread's first element (row row0 + perm(2 t) of the
 // tile's first row row0, its column). `whole`: every row and key of the tile
 // lies inside, and the stores go unguarded; else rows past T and columns
-// past GS_LD (col_ok, per hh) are left out.
-__device__ __forceinline__ void store_gs(float *gsp, const float (&s)[4][4], bool whole, int row0, int t,
-                                         const bool (&col_ok)[2]) {
-    if (whole) {
+// past GS_LD (col_ok, per hh) are left out. GS_HALF: times f (gs_exponent)
+// in fp16, the two rows (e = 0, 1) of a key converted by one instruction.
+__device__ __forceinline__ void store_gs(gs_t *gsp, const float (&s)[4][4], bool whole, int row0, int t,
+                                         const bool (&col_ok)[2], float f) {
 #pragma unroll
-        for (int n = 0; n < 4; ++n)
+    for (int n = 0; n < 4; ++n)
 #pragma unroll
-            for (int x = 0; x < 4; ++x) gsp[perm(8 * n + x % 2) * GS_LD + 8 * (x / 2)] = s[n][x];
-    } else {
-#pragma unroll
-        for (int n = 0; n < 4; ++n)
-#pragma unroll
-            for (int x = 0; x < 4; ++x) {
-                const int hh = x / 2, e = x % 2;
-                if (row0 + perm(2 * t) + perm(8 * n + e) < kT && col_ok[hh]) gsp[perm(8 * n + e) * GS_LD + 8 * hh] = s[n][x];
+        for (int hh = 0; hh < 2; ++hh) {
+            gs_t v[2];
+            if constexpr (GS_HALF) {
+                const unsigned pk = tc::pack_f16x2(s[n][2 * hh] * f, s[n][2 * hh + 1] * f);
+                v[0] = (unsigned short)(pk & 0xffffu), v[1] = (unsigned short)(pk >> 16);
+            } else {
+                v[0] = s[n][2 * hh], v[1] = s[n][2 * hh + 1];
             }
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                if (whole || (row0 + perm(2 * t) + perm(8 * n + e) < kT && col_ok[hh]))
+                    gsp[perm(8 * n + e) * GS_LD + 8 * hh] = v[e];
+        }
+}
+
+// The scale of gS's fp16 store (GS_HALF). Element by element, |gS_ij| <=
+// Pd_ij |gPd_ij| + P_ij |D_i| <= |gA_i| |v_j| / (1 - p) + |D_i| (Pd <= P / (1 - p),
+// P <= 1; gPd_ij = gA_i . v_j), so with the head's largest |gA_i|^2 (a2, the
+// row dots' launch wrote them to gan) and |D_i| (dm), and the block's
+// largest |v_j|^2 (v2), f = 2^E with f * bound < 2^14 keeps every element
+// below fp16's 65504 (room for the operands' TF32 rounding), and the largest
+// ones in fp16's normal range with its 11 significant bits, TF32's. Powers
+// of two: gS * f * (1/f) is exact.
+__device__ __forceinline__ int gs_exponent(float a2, float v2, float dm, float dropout_p) {
+    const float bound = sqrtf(a2) * sqrtf(v2) / (1.f - dropout_p) + dm;
+    const int e = 14 - tc::ceil_log2(bound);
+    return e < -100 ? -100 : e > 100 ? 100 : e;
+}
+// This thread's part of |v_j|^2 for key row `row` of the two swizzled v tiles
+// (d 0-31 at V_s, 32-63 tile_floats on): floats c0 .. c0 + n - 1 of the 64.
+__device__ __forceinline__ float v_sq_part(unsigned V_s, int tile_floats, int row, int c0, int n) {
+    float s = 0.f;
+    for (int c = c0; c < c0 + n; c += 4) {
+        const float4 x = lds128(V_s + 4 * ((c / 32) * tile_floats + sw(row, c % 32)));
+        s = fmaf(x.x, x.x, fmaf(x.y, x.y, fmaf(x.z, x.z, fmaf(x.w, x.w, s))));
     }
+    return s;
+}
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+// The largest |gA_i|^2 and |D_i| of the head (rows head_rows .. + T - 1),
+// this thread's share of the rows reduced in its warp (every lane has it).
+__device__ __forceinline__ void head_maxima(const float *__restrict__ gan, const float *__restrict__ rowdot,
+                                            i64 head_rows, int tid, int nt, float &a2, float &dm) {
+    a2 = 0.f, dm = 0.f;
+#pragma unroll 4
+    for (int i = tid; i < kT; i += nt) { // all loads in flight at once (T <= 1024, nt = 256)
+        a2 = fmaxf(a2, gan[head_rows + i]);
+        dm = fmaxf(dm, fabsf(rowdot[head_rows + i]));
+    }
+    a2 = warp_max(a2), dm = warp_max(dm);
 }
 // Pd^T and gS^T as the A fragments of gV and gK (fragment register 0..3
 // takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)), then gV += Pd^T gA_i

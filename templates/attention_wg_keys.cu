@@ -46,7 +46,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                         const float *__restrict__ probs, const float *__restrict__ probs_dropped,
 #endif
                         const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
-                        float *__restrict__ gs, float scale) {
+                        fw::gs_t *__restrict__ gs, float scale, const float *__restrict__ gan,
+                        float *__restrict__ gsinv, float dropout_p) {
     tc::pdl_enter();
     using namespace fw;
     extern __shared__ float4 smem4[];
@@ -157,6 +158,12 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::copy_tile_sw128<NW * 64, NT>(V + s2 * NW * SUB, value + (head_rows + jblock0) * kD, kD, 0, 32 * s2,
                                          kT - jblock0, kD);
     tc::cp_async_commit();
+    __shared__ float maxima[3][NT / 32]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
+    if constexpr (GS_HALF) {
+        float a2, dm;
+        head_maxima(gan, rowdot, head_rows, tid, NT, a2, dm);
+        if (lane == 0) maxima[0][tid / 32] = a2, maxima[1][tid / 32] = dm;
+    }
     __syncthreads(); // the barriers are initialised
     load_rows(0);
 #pragma unroll
@@ -172,6 +179,25 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     stage_store(buf_s(0), 0, BI > kT);
     tc::fence_async_shared();
     __syncthreads(); // v and step 0's buffer are in place
+
+    // gS's scale (GS_HALF): this warpgroup's keys' largest |v_j|^2, two threads a key.
+    float gsf = 1.f;
+    if constexpr (GS_HALF) {
+        float v2 = v_sq_part(sm_s + 4u * OFF_V, NW * SUB, 64 * w + wt / 2, 32 * (wt % 2), 32);
+        v2 = warp_max(v2 + __shfl_xor_sync(0xffffffffu, v2, 1));
+        if (lane == 0) maxima[2][tid / 32] = v2;
+        __syncthreads();
+        float a2 = 0.f, dm = 0.f;
+        v2 = 0.f;
+#pragma unroll
+        for (int x = 0; x < NT / 32; ++x) {
+            a2 = fmaxf(a2, maxima[0][x]), dm = fmaxf(dm, maxima[1][x]);
+            if (x / 4 == w) v2 = fmaxf(v2, maxima[2][x]);
+        }
+        const int e = gs_exponent(a2, v2, dm, dropout_p);
+        gsf = tc::pow2(e);
+        if (live && wt == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
+    }
 
     // Descriptors of this warpgroup's v_j and of buffer 0; buffer 1 is WG_BUF floats on.
     const unsigned long long dV = tc::wg_desc(V + w * SUB), dB0 = tc::wg_desc(sm + OFF_BUF);
@@ -231,7 +257,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             // key block test their ends: the others store unguarded.
             float s[4][4];
             grad_scores(s, acc, p, pd, d, keep);
-            store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0, t, gs_col_ok);
+            store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0, t, gs_col_ok, gsf);
             issue_gv_gk(accV, accK, pd, s, dB);
         }
 

@@ -36,7 +36,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                         const float *__restrict__ probs, const float *__restrict__ probs_dropped,
 #endif
                         const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
-                        float *__restrict__ gs, float scale) {
+                        fw::gs_t *__restrict__ gs, float scale, const float *__restrict__ gan,
+                        float *__restrict__ gsinv, float dropout_p) {
     tc::pdl_enter();
     using namespace fw;
     extern __shared__ float4 smem4[];
@@ -155,6 +156,12 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     for (int s2 = 0; s2 < 2; ++s2)
         tc::copy_tile_sw128<64, 256>(V + s2 * SUB, value + (head_rows + j0) * kD, kD, 0, 32 * s2, kT - j0, kD);
     tc::cp_async_commit();
+    __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
+    if constexpr (GS_HALF) {
+        float a2, dm;
+        head_maxima(gan, rowdot, head_rows, tid, 256, a2, dm);
+        if (lane == 0) maxima[0][tid / 32] = a2, maxima[1][tid / 32] = dm;
+    }
     __syncthreads(); // the barriers are initialised
     load_rows(0);
 #pragma unroll
@@ -170,6 +177,24 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     stage_store(wg_buf_s(0), 0, BI > kT);
     tc::fence_async_shared();
     __syncthreads(); // v is shared by both warpgroups
+
+    // gS's scale (GS_HALF): the block's keys' largest |v_j|^2, four threads a key.
+    float gsf = 1.f;
+    if constexpr (GS_HALF) {
+        float v2 = v_sq_part(sm_s + 4u * OFF_V, SUB, tid / 4, 16 * (tid % 4), 16);
+        v2 += __shfl_xor_sync(0xffffffffu, v2, 1);
+        v2 = warp_max(v2 + __shfl_xor_sync(0xffffffffu, v2, 2));
+        if (lane == 0) maxima[2][tid / 32] = v2;
+        __syncthreads();
+        float a2 = 0.f, dm = 0.f;
+        v2 = 0.f;
+#pragma unroll
+        for (int x = 0; x < 8; ++x)
+            a2 = fmaxf(a2, maxima[0][x]), dm = fmaxf(dm, maxima[1][x]), v2 = fmaxf(v2, maxima[2][x]);
+        const int e = gs_exponent(a2, v2, dm, dropout_p);
+        gsf = tc::pow2(e);
+        if (tid == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
+    }
 
     // Descriptors of v_j and of this warpgroup's buffer 0; buffer 1 is WG_BUF floats on.
     const unsigned long long dV = tc::wg_desc(V), dB0 = tc::wg_desc(wg_buf(0));
@@ -226,7 +251,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         float s[4][4];
         grad_scores(s, acc, p, pd, d, keep);
         issue_gv_gk(accV, accK, pd, s, dB);
-        store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0 + HALF * w, t, gs_col_ok);
+        store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0 + HALF * w, t, gs_col_ok, gsf);
 
         // The next step's B tiles, asked of the TMA at the top of this step,
         // from R into the other buffer, last read by the previous step's

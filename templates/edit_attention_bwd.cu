@@ -3,8 +3,15 @@
 // [B, 16, T, kLd], masks [B, T], grad_edit_region_bias [16, 1024, 1024]. Every
 // sum runs in a fixed order, so the results do not change from run to run.
 namespace ea {
-constexpr long long kB = {{B}}, kT = {{T}}, kLd = {{GS_LD}}; // gS rows: kLd floats apart
+constexpr long long kB = {{B}}, kT = {{T}}, kLd = {{GS_LD}}; // gS rows: kLd elements apart
 constexpr int kHeads = 16, kPos = 1024;
+// gS's elements: fp32, or (GS_HALF) fp16 times a power of two per (b, h, 64
+// keys) whose inverse is in gsinv (templates/attention_wg.cu's gs_exponent).
+constexpr bool kHalf = {{GS_HALF}};
+constexpr int kNJ = (int)((kT + 63) / 64);
+template <bool H> struct gs_elem { typedef float t; };
+template <> struct gs_elem<true> { typedef unsigned short t; };
+typedef gs_elem<kHalf>::t gs_t;
 } // namespace ea
 
 // grad_edit_region_bias[h, i, j] = sum over b of gS (0 outside [:T, :T]), and
@@ -24,8 +31,9 @@ constexpr int kCT = ((int)(kT + 3) / 4 + 31) / 32 * 32, kRows = 256 / kCT, kUnro
 static_assert(kCT <= 256 && kCT % 32 == 0, "a row is whole warps of a block");
 } // namespace ea
 extern "C" __global__ void __launch_bounds__(256)
-{{PREFIX}}_bias_grads(const float *__restrict__ gs, const float *__restrict__ edit_region_mask,
-                      float *__restrict__ grad_edit_region_bias, float *__restrict__ partials, int rows) {
+{{PREFIX}}_bias_grads(const ea::gs_t *__restrict__ gs, const float *__restrict__ edit_region_mask,
+                      float *__restrict__ grad_edit_region_bias, float *__restrict__ partials, int rows,
+                      const float *__restrict__ gsinv) {
     tc::pdl_enter();
     using namespace ea;
     __shared__ float warp_sums[2][8];
@@ -35,15 +43,27 @@ extern "C" __global__ void __launch_bounds__(256)
     const int j = 4 * ct;
     float s[4] = {0.f, 0.f, 0.f, 0.f}, within = 0.f, cross = 0.f;
     if (mine && i < kT && j < kT) {
-        const float *col = gs + (h * kT + i) * kLd + j; // + b * 16 * kT * kLd
+        const gs_t *col = gs + (h * kT + i) * kLd + j; // + b * 16 * kT * kLd
         for (long long b0 = 0; b0 < kB; b0 += kUnroll) {
             float v[kUnroll][4], mi[kUnroll];
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
                 const long long b = b0 + u;
                 if (b >= kB) break;
-                const float *row = col + b * kHeads * kT * kLd;
-                if constexpr (kVec) {
+                const gs_t *row = col + b * kHeads * kT * kLd;
+                if constexpr (kHalf) {
+                    const float inv = gsinv[(b * kHeads + h) * kNJ + j / 64];
+                    if constexpr (kVec) {
+                        const uint2 x = *reinterpret_cast<const uint2 *>(row);
+                        v[u][0] = inv * tc::from_f16((unsigned short)(x.x & 0xffffu));
+                        v[u][1] = inv * tc::from_f16((unsigned short)(x.x >> 16));
+                        v[u][2] = inv * tc::from_f16((unsigned short)(x.y & 0xffffu));
+                        v[u][3] = inv * tc::from_f16((unsigned short)(x.y >> 16));
+                    } else {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) v[u][e] = j + e < kT ? inv * tc::from_f16(row[e]) : 0.f;
+                    }
+                } else if constexpr (kVec) {
                     const float4 x = *reinterpret_cast<const float4 *>(row);
                     v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
                 } else {

@@ -29,7 +29,10 @@
 // path, without its two register sets and fragment loads.
 //
 // B_RAW: B is raw fp32 (gS for gQ, not a rounded copy), rounded in place the
-// same way. TC: C is stored transposed, C[n * ldc + m] (gQ^T = k^T gS^T
+// same way. B_F16: B is fp16 (gS of tile gs_half=1) times a power of two per
+// 64 k (bscale holds their inverses): each thread's 8-byte copies land in
+// the swizzled fp32 tile's slots and are widened there, times the inverse
+// (exact: 11 significant bits, which TF32 keeps). TC: C is stored transposed, C[n * ldc + m] (gQ^T = k^T gS^T
 // computed as [64, T] and written as gQ [T, 64]: the keys are then A, stored
 // [K, M], which the register path reads as they are, so no copy of them).
 namespace tc {
@@ -160,6 +163,40 @@ __device__ __forceinline__ void copy_tile_sw128(float *dst, const float *src, i6
     }
 }
 
+// ROWS x 32 fp16 of a row-major matrix into a 128-byte-swizzled fp32 tile's
+// slots: each 8-byte chunk (four k) in the first half of the 16-byte slot its
+// four floats will take, by the thread of copy_tile_sw128 that copies that
+// slot; widen_tile_f16 then widens each slot in place, the thread's own.
+template <int ROWS, int NT>
+__device__ __forceinline__ void copy_tile_f16(float *dst, const unsigned short *src, i64 ld, i64 r0, i64 k0, i64 rend,
+                                              i64 kend) {
+    constexpr int RS = NT / 8, PASSES = ROWS / RS;
+    const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
+    const int col = 4 * (c ^ (rt % 8));
+    const bool k_ok = k0 + 4 * c < kend;
+    const unsigned short *s = src + (r0 + rt) * ld + k0 + 4 * c;
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        const int r = rt + p * RS;
+        const bool ok = k_ok && r0 + r < rend;
+        cp_async8(&dst[r * 32 + col], ok ? s + (i64)p * RS * ld : src, ok);
+    }
+}
+// The slots this thread filled with copy_tile_f16, widened to fp32 times `inv`.
+template <int ROWS, int NT> __device__ __forceinline__ void widen_tile_f16(float *tile, float inv) {
+    constexpr int RS = NT / 8, PASSES = ROWS / RS;
+    const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
+    const int col = 4 * (c ^ (rt % 8));
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        float *slot = &tile[(rt + p * RS) * 32 + col];
+        const uint2 h = *reinterpret_cast<const uint2 *>(slot);
+        *reinterpret_cast<float4 *>(slot) =
+            make_float4(inv * from_f16((unsigned short)(h.x & 0xffffu)), inv * from_f16((unsigned short)(h.x >> 16)),
+                        inv * from_f16((unsigned short)(h.y & 0xffffu)), inv * from_f16((unsigned short)(h.y >> 16)));
+    }
+}
+
 // Rounds to TF32, in place, the chunks this thread copied with
 // copy_tile_sw128<ROWS, NT> (zeros stay zeros to the tensor cores).
 template <int ROWS, int NT> __device__ __forceinline__ void round_tile_sw128(float *tile) {
@@ -175,9 +212,11 @@ template <int ROWS, int NT> __device__ __forceinline__ void round_tile_sw128(flo
 }
 
 template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT, bool A_SW = false,
-          bool B_RAW = false, bool TC = false>
-__device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float *__restrict__ B,
-                                        float *__restrict__ C, i64 ldc, float alpha, int split) {
+          bool B_RAW = false, bool TC = false, class BE = float>
+__device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *__restrict__ B,
+                                        float *__restrict__ C, i64 ldc, float alpha, int split,
+                                        const float *__restrict__ bscale = nullptr) {
+    constexpr bool B_F16 = sizeof(BE) == 2;
     constexpr int NT = BM / 64 * 128, WN = BN < 128 ? BN : 128, NH = BN / WN; // NH wgmmas of WN columns
     // B first in each stage: every tile size here is a multiple of 1024 bytes,
     // so each B tile starts where the swizzle pattern does.
@@ -191,6 +230,7 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
     const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
     float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw % 1024) % 1024) / 4; // launch asks 1 KiB more
 
+    float *bsc = smem + STAGES * STAGE; // B_F16: (K + 63) / 64 floats
     const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
     // Whole pairs of k tiles, the last one past K (zeros) where the count is
@@ -204,7 +244,8 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
     auto load = [&](int stage, int kt) {
         float *Bs = smem + stage * STAGE, *As = Bs + B_SIZE;
         const i64 k0 = kbeg + (i64)kt * 32;
-        copy_tile_sw128<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
+        if constexpr (B_F16) copy_tile_f16<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
+        else copy_tile_sw128<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
         if constexpr (A_SW) copy_tile_sw128<BM, NT>(As, A, LDA, m0, k0, M, kend);
         else if constexpr (TA) copy_tile<32, BM, NT>(As, A_LD, A, LDA, k0, m0, kend, M);
         else copy_tile<BM, 32, NT>(As, A_LD, A, LDA, m0, k0, M, kend);
@@ -222,7 +263,9 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
     auto step = [&](int kt, unsigned (&a)[4][4]) {
         cp_async_wait<STAGES - 3>();
         if constexpr (A_SW) round_tile_sw128<BM, NT>(smem + (kt % STAGES) * STAGE + B_SIZE);
-        if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
+        if constexpr (B_F16)
+            widen_tile_f16<BN, NT>(smem + (kt % STAGES) * STAGE, bsc[(kbeg + (i64)kt * 32) / 64]);
+        else if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
         fence_async_shared();
         __syncthreads(); // tile kt is in place for everyone; tile kt-2's wgmmas are done in every warpgroup
         if (kt + STAGES - 2 < ktiles) load((kt + STAGES - 2) % STAGES, kt + STAGES - 2);
@@ -257,6 +300,10 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const float
     for (int s = 0; s < STAGES - 2; ++s) {
         if (s < ktiles) load(s, s);
         cp_async_commit();
+    }
+    if constexpr (B_F16) { // the inverse scales of K's blocks of 64, after the stages
+        for (int x = threadIdx.x; x < (K + 63) / 64; x += NT) bsc[x] = bscale[x];
+        __syncthreads();
     }
     for (int kt = 0; kt < ktiles; kt += 2) { // ktiles is even
         step(kt, af[0]);

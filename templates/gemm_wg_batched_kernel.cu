@@ -1,12 +1,14 @@
 // {{COMMENT}}
 // wgmma tiles {{BM}}x{{BN}}x32, {{STAGES}} stages; blockIdx.z = z1 * {{INNER}} + z0 picks the matrices:
-// A + z1*{{SA1}} + z0*{{SA0}}, B + z1*{{SB1}} + z0*{{SB0}} (raw, rounded in shared memory), C + z1*{{SC1}} + z0*{{SC0}}
+// A + z1*{{SA1}} + z0*{{SA0}}, B + z1*{{SB1}} + z0*{{SB0}} (raw fp32 rounded in shared memory, or fp16 times the
+// powers of two whose inverses are bscale + blockIdx.z * {{NKB}}, one per 64 k), C + z1*{{SC1}} + z0*{{SC0}}
 // (stored transposed).
 extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128, 1)
-{{NAME}}(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C, float alpha) {
+{{NAME}}(const float *__restrict__ A, const {{B_T}} *__restrict__ B, float *__restrict__ C, float alpha,
+         const float *__restrict__ bscale) {
     tc::pdl_enter();
     const long long z1 = blockIdx.z / {{INNER}}, z0 = blockIdx.z % {{INNER}};
-    tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, false, true, true>(
+    tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, false, true, true, {{B_T}}>(
         A + z1 * {{SA1}} + z0 * {{SA0}}, B + z1 * {{SB1}} + z0 * {{SB0}}, C + z1 * {{SC1}} + z0 * {{SC0}}, {{LDC}},
-        alpha, 0);
+        alpha, 0, bscale + (long long)blockIdx.z * {{NKB}});
 }

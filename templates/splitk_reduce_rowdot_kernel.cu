@@ -1,11 +1,12 @@
 // The {{SPLITS}} K slices of grad_attn_out added in order into gA, as the
 // split-K reduce does, and with them the row dots the attention pass needs:
 // D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] (tc::store_head_dot,
-// as the rowdot kernel). One launch instead of two on the chain: a warp per
+// as the rowdot kernel), and with NORMS (gS stored in fp16) |gA[b, i, h]|^2
+// into gan for its scale. One launch instead of two on the chain: a warp per
 // (row, head), a lane two of its 64 columns.
 extern "C" __global__ void __launch_bounds__(256)
 {{NAME}}(const float *__restrict__ part, float *__restrict__ gA, const float *__restrict__ attention_output,
-         float *__restrict__ rowdot) {
+         float *__restrict__ rowdot, float *__restrict__ gan) {
     tc::pdl_enter();
     constexpr long long kD = 64, kWarps = {{BT}} * 16, kElems = kWarps * kD;
     const long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
@@ -20,4 +21,5 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     *reinterpret_cast<float2 *>(gA + e) = x;
     tc::store_head_dot(x, *reinterpret_cast<const float2 *>(attention_output + e), w, {{T}}, rowdot);
+    if ({{NORMS}}) tc::store_head_dot(x, x, w, {{T}}, gan);
 }

@@ -29,6 +29,23 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
     return r;
 }
 
+// One fp16 (its bits) of x, rounded to nearest even; and back, exactly.
+__device__ __forceinline__ unsigned short to_f16(float x) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float from_f16(unsigned short x) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x));
+    return r;
+}
+// 2^e as a float, for -126 < e < 128.
+__device__ __forceinline__ float pow2(int e) { return __uint_as_float((unsigned)(e + 127) << 23); }
+// The least e with x < 2^e, for a positive normal x (its biased exponent
+// less 126); 0 and subnormals give -126, infinities and NaNs 129.
+__device__ __forceinline__ int ceil_log2(float x) { return (int)((__float_as_uint(x) >> 23) & 0xffu) - 126; }
+
 __device__ __forceinline__ void mma_tf32(float c[4], const unsigned a[4], const unsigned b[2]) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
@@ -125,6 +142,11 @@ template <int FM, int FN> __device__ __forceinline__ void zero(float (&acc)[FM][
 __device__ __forceinline__ void cp_async16_bytes(void *smem, const void *gmem, int bytes) {
     const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+// 8 bytes global -> shared, or zeros for an invalid chunk (gS's fp16 rows).
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(s), "l"(gmem), "r"(valid ? 8 : 0));
 }
 // The whole 16 bytes, or zeros for an invalid chunk.
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool valid) {

@@ -4,7 +4,9 @@
  * attention_mask with zeros, dropout_p = 0 and a p the benchmark does not
  * use, non-zero projection biases), the TF32 attention pass's other block
  * organisation (att_kb) where the heuristic would not take it, at T that
- * leave a warpgroup without keys, and fp32-exact on two small shapes, which
+ * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
+ * 2^16 (gS past fp16's range but for gs_half's scale), and
+ * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
  * reference under the public acceptance rule, output by output, with fresh
@@ -122,6 +124,20 @@ int main(void) {
     /* ... and one key block where it takes two. */
     runs[n] = make_run(1, 1000, 0.1, ATTNBWD_PRECISION_TF32, 0, "att_kb=1");
     runs[n++].c.tiles = "att_kb=1";
+    /* gS in fp16 (gs_half=1, the exploration's): at T = 129 with key zeros, and with grad_output times
+     * 2^16, where gS (up to ~1e5) would overflow fp16 without its scale (atol times 2^16, as every output
+     * is), also in fp32 (the default). */
+    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 gs_half=1");
+    runs[n++].c.tiles = "gs_half=1";
+    runs[n] = make_run(1, 17, 0.1, ATTNBWD_PRECISION_TF32, CHECK_EDIT_LARGE, "large gs_half=1");
+    runs[n].c.atol *= 65536.0;
+    runs[n++].c.tiles = "gs_half=1";
+    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, CHECK_EDIT_LARGE | CHECK_EDIT_MASK_ZEROS,
+                       "large mask0 gs_half=1");
+    runs[n].c.atol *= 65536.0;
+    runs[n++].c.tiles = "gs_half=1";
+    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, CHECK_EDIT_LARGE | CHECK_EDIT_MASK_ZEROS, "large mask0");
+    runs[n++].c.atol *= 65536.0;
     runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, CHECK_EDIT_MASK_ZEROS, "mask0");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);

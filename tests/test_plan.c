@@ -450,7 +450,7 @@ static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) 
 static void check_attention_maps(const kernel_plan *p, const plan_launch *x, const attnbwd_shape *s) {
     const char *names[2] = {"in:attention_probs", "in:attention_probs_dropped"};
     const int tma = tile(p->tiles, "att_tma") == 1;
-    assert_true(x->n_args == 10);
+    assert_true(x->n_args == 13); /* ... gs, scale, then gan, gsinv, dropout_p (gs_half_plans) */
     for (int i = 0; i < 2; ++i) {
         const char *arg = x->args[4 + i];
         assert_int_equal(!strncmp(arg, "tmap:", 5), tma);
@@ -546,7 +546,7 @@ static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
     assert_true(grads >= 0);
     /* bias_grads: rows of ct threads (T's columns in fours, whole warps), 256 / ct rows a block. */
     const unsigned rows = early ? (unsigned)s->seq_len : 1024u, ct = ((unsigned)(s->seq_len + 3) / 4 + 31) / 32 * 32;
-    assert_int_equal(p->launches[grads].n_args, 5);
+    assert_int_equal(p->launches[grads].n_args, 6); /* ..., rows, gsinv */
     assert_int_equal(strtol(p->launches[grads].args[4] + 4, NULL, 10), rows);
     assert_int_equal(p->launches[grads].grid[0], (rows + 256 / ct - 1) / (256 / ct));
     assert_int_equal(p->launches[grads].grid[1], 16);
@@ -752,6 +752,69 @@ static void gh_trunc_plans(void **state) {
     gen_close(g);
 }
 
+/* The launch of `p` whose name ends with `tail` (the first), or NULL. */
+static const plan_launch *launch_named(const kernel_plan *p, const char *tail) {
+    for (int l = 0; l < p->n_launches; ++l)
+        if (ends_with(p->launches[l].name, tail)) return &p->launches[l];
+    return NULL;
+}
+static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1]; }
+
+/* gs_half=1 (where the pass and gQ run on wgmma): gS in the workspace as fp16,
+ * its region half the fp32 one's; the row dots' launch also writes the rows'
+ * |gA_i|^2 (gan), which the pass reads with dropout_p, and the pass's
+ * inverse scales (gsinv) go to both readers of gS, gQ and the bias sums.
+ * gs_half=0 (the heuristic's): none of that (null pointers), gS in fp32. */
+static void gs_half_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 373}, {32, 773}, {2, 17}}; /* gA split (row dots in its reduce), or not */
+    for (size_t i = 0; i < 3; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1], NJ = (T + 63) / 64, ld = (T + 3) / 4 * 4;
+        size_t ws[3];
+        for (int mode = 0; mode <= 2; ++mode) { /* gs_half=0, =1, the heuristic's */
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+            kernel_plan p;
+            const int half = mode == 1;
+            assert_int_equal(gen_plan(g, &s, "sm_90", mode == 0 ? "gs_half=0" : mode == 1 ? "gs_half=1" : NULL, &p),
+                             ATTNBWD_OK);
+            assert_non_null(strstr(p.tiles, half ? "gs_half=1" : "gs_half=0"));
+            const plan_launch *maker = launch_named(&p, "_rowdot");
+            if (!maker) maker = launch_named(&p, "_grad_attn_out_reduce");
+            const plan_launch *pass = launch_named(&p, "_attention_wg"), *gq = launch_named(&p, "_grad_query"),
+                              *bias = launch_named(&p, "_bias_grads");
+            assert_non_null(maker);
+            assert_non_null(pass);
+            assert_non_null(gq);
+            assert_non_null(bias);
+            assert_int_equal(pass->n_args, 13);
+            assert_string_equal(pass->args[12], "f32:dropout_p");
+            const char *gan = pass->args[10], *gsinv = pass->args[11];
+            assert_string_equal(last_arg(maker), gan);
+            assert_string_equal(last_arg(gq), gsinv);
+            assert_string_equal(last_arg(bias), gsinv);
+            if (half) {
+                assert_int_equal(strncmp(gan, "ws:", 3), 0);
+                assert_int_equal(strncmp(gsinv, "ws:", 3), 0);
+                assert_string_not_equal(gan, gsinv);
+                assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 1;"));
+                assert_non_null(strstr(p.source, "true, true, unsigned short>("));
+            } else {
+                assert_string_equal(gan, "i64:0");
+                assert_string_equal(gsinv, "i64:0");
+                assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 0;"));
+                assert_null(strstr(p.source, "unsigned short>("));
+            }
+            ws[mode] = p.workspace_bytes;
+            kernel_plan_free(&p);
+        }
+        /* gS's region halves; gan and gsinv (B*16*T and B*16*NJ floats, each rounded up to 256 bytes) come in. */
+        const size_t saved = (size_t)(B * 16 * T * ld * 2), added = (size_t)(B * 16 * (T + NJ) * 4) + 3 * 256;
+        assert_true(ws[1] < ws[0] && ws[0] - ws[1] + added >= saved && ws[2] == ws[0]);
+    }
+    gen_close(g);
+}
+
 /* Problem 2 on devices with less shared memory than the H200: the heuristic's
  * kernels fit each architecture's per-block limit, and an architecture
  * without the tensor-core instructions is refused with the reason. */
@@ -864,6 +927,7 @@ int main(void) {
         cmocka_unit_test(candidates_are_valid),
         cmocka_unit_test(edit_attention_plans),
         cmocka_unit_test(gh_trunc_plans),
+        cmocka_unit_test(gs_half_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
