@@ -337,6 +337,9 @@ function M.candidates(shape)
     t = M.heuristic(shape)
     t.att_kb = 3 - t.att_kb -- one or two key blocks a block of the attention pass
     add(t)
+    t = M.heuristic(shape)
+    t.gs_half = 1 - t.gs_half -- gS through the workspace in fp32 or fp16
+    add(t)
     if first.att_tma == 1 then
       t = M.heuristic(shape)
       t.p_issuer = 1 - t.p_issuer -- P's copies asked for beside the rows', by another warp
