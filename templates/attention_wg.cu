@@ -234,6 +234,18 @@ __device__ __forceinline__ int gs_exponent(float a2, float v2, float dm, float d
     const int e = 14 - tc::ceil_log2(bound);
     return e < -100 ? -100 : e > 100 ? 100 : e;
 }
+// gs_exponent of a block from its 8 warps' maxima ([0] |gA_i|^2, [1] |D_i|
+// over the head's rows, [2] |v_j|^2 over the warp's keys): v's over warps
+// v0 .. v0 + nv - 1, the keys that share the scale.
+__device__ __forceinline__ int gs_block_exponent(const float (&maxima)[3][8], int v0, int nv, float dropout_p) {
+    float a2 = 0.f, dm = 0.f, v2 = 0.f;
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+        a2 = fmaxf(a2, maxima[0][x]), dm = fmaxf(dm, maxima[1][x]);
+        if (x >= v0 && x < v0 + nv) v2 = fmaxf(v2, maxima[2][x]);
+    }
+    return gs_exponent(a2, v2, dm, dropout_p);
+}
 // This thread's part of |v_j|^2 for key row `row` of the two swizzled v tiles
 // (d 0-31 at V_s, 32-63 tile_floats on): floats c0 .. c0 + n - 1 of the 64.
 __device__ __forceinline__ float v_sq_part(unsigned V_s, int tile_floats, int row, int c0, int n) {

@@ -158,7 +158,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::copy_tile_sw128<NW * 64, NT>(V + s2 * NW * SUB, value + (head_rows + jblock0) * kD, kD, 0, 32 * s2,
                                          kT - jblock0, kD);
     tc::cp_async_commit();
-    __shared__ float maxima[3][NT / 32]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
+    __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
     if constexpr (GS_HALF) {
         float a2, dm;
         head_maxima(gan, rowdot, head_rows, tid, NT, a2, dm);
@@ -187,14 +187,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         v2 = warp_max(v2 + __shfl_xor_sync(0xffffffffu, v2, 1));
         if (lane == 0) maxima[2][tid / 32] = v2;
         __syncthreads();
-        float a2 = 0.f, dm = 0.f;
-        v2 = 0.f;
-#pragma unroll
-        for (int x = 0; x < NT / 32; ++x) {
-            a2 = fmaxf(a2, maxima[0][x]), dm = fmaxf(dm, maxima[1][x]);
-            if (x / 4 == w) v2 = fmaxf(v2, maxima[2][x]);
-        }
-        const int e = gs_exponent(a2, v2, dm, dropout_p);
+        const int e = gs_block_exponent(maxima, 4 * w, 4, dropout_p); // the warpgroup's keys
         gsf = tc::pow2(e);
         if (live && wt == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
     }

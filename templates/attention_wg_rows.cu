@@ -186,12 +186,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         v2 = warp_max(v2 + __shfl_xor_sync(0xffffffffu, v2, 2));
         if (lane == 0) maxima[2][tid / 32] = v2;
         __syncthreads();
-        float a2 = 0.f, dm = 0.f;
-        v2 = 0.f;
-#pragma unroll
-        for (int x = 0; x < 8; ++x)
-            a2 = fmaxf(a2, maxima[0][x]), dm = fmaxf(dm, maxima[1][x]), v2 = fmaxf(v2, maxima[2][x]);
-        const int e = gs_exponent(a2, v2, dm, dropout_p);
+        const int e = gs_block_exponent(maxima, 0, 8, dropout_p); // the block's keys
         gsf = tc::pow2(e);
         if (tid == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
     }
