@@ -45,7 +45,7 @@ constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
 constexpr int BJ = 64, P_STAGES = {{P_STAGES}};
 constexpr bool P_TMA = {{P_TMA}};
 // gS's element in gs: fp32, or (GS_HALF, tile gs_half=1) fp16 bits times a
-// power of two f per (b, h, key block) (gs_factor), 1/f in gsinv.
+// power of two f per (b, h, key block) (gs_exponent), 1/f in gsinv.
 constexpr bool GS_HALF = {{GS_HALF}};
 template <bool H> struct gs_elem { typedef float t; };
 template <> struct gs_elem<true> { typedef unsigned short t; };
