@@ -172,11 +172,12 @@ function M.heuristic(shape, arch)
   -- write and two reads halved (3.7 GB -> 1.8 GB at B=32,T=773). Correct
   -- (test_gpu_edit, also with grad_output times 2^16), but slower: measured
   -- (2026-12-04, A/B of the 16, whole calls) geomean 427.1 against 419.5 us,
-  -- faster only at B=1,T=1024 (-2.5%). Alone, the bias sums ran 18-28%
-  -- faster, gQ 17-19% slower (it widens each fp16 tile in shared memory,
-  -- and was not bound by its reads: 2.7 TB/s in fp32) and the pass 6-10%
-  -- slower (its prologue's maxima, and converts; its 16-bit stores are as
-  -- many as the 32-bit ones). So gS stays fp32 (docs/benchmarks.md).
+  -- faster only at B=1,T=1024 (-2.5%). Alone, the bias sums ran 16-22%
+  -- faster, gQ 8-24% slower (it widens each fp16 tile in shared memory,
+  -- and was not bound by its reads: 2.7 TB/s in fp32) and the pass 7-12%
+  -- slower but at B=32,T=773 (its prologue's maxima, and converts; its
+  -- 16-bit stores are as many as the 32-bit ones). So gS stays fp32
+  -- (docs/benchmarks.md).
   t.gs_half = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
