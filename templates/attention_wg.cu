@@ -89,6 +89,16 @@ __device__ __forceinline__ int ipos(int i) { return (i & ~7) | ((i & 1) << 2) | 
 // Float offset of (row, col) in a K-major 128-byte-swizzled tile.
 __device__ __forceinline__ int sw(int row, int col) { return row * 32 + 4 * ((col / 4) ^ (row % 8)) + col % 4; }
 
+// Dynamic shared memory from its first 1024-byte boundary (the launch asks
+// 1 KiB more), as a pointer and (sm_s) a shared-space address.
+__device__ __forceinline__ float *aligned_smem(unsigned &sm_s) {
+    extern __shared__ float4 smem4[];
+    const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
+    const unsigned pad = (1024 - raw % 1024) % 1024;
+    sm_s = raw + pad;
+    return reinterpret_cast<float *>(smem4) + pad / 4;
+}
+
 // Shared memory by 32-bit address. In the step loop an address is a uniform
 // base (the step's buffer or ring slot) plus a per-thread offset fixed before
 // the loop plus a constant, which the load or store adds itself ([R+UR+imm]):
@@ -234,18 +244,12 @@ __device__ __forceinline__ int gs_exponent(float a2, float v2, float dm, float d
     const int e = 14 - tc::ceil_log2(bound);
     return e < -100 ? -100 : e > 100 ? 100 : e;
 }
-// gs_exponent of a block from its 8 warps' maxima ([0] |gA_i|^2, [1] |D_i|
-// over the head's rows, [2] |v_j|^2 over the warp's keys): v's over warps
-// v0 .. v0 + nv - 1, the keys that share the scale.
-__device__ __forceinline__ int gs_block_exponent(const float (&maxima)[3][8], int v0, int nv, float dropout_p) {
-    float a2 = 0.f, dm = 0.f, v2 = 0.f;
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-        a2 = fmaxf(a2, maxima[0][x]), dm = fmaxf(dm, maxima[1][x]);
-        if (x >= v0 && x < v0 + nv) v2 = fmaxf(v2, maxima[2][x]);
-    }
-    return gs_exponent(a2, v2, dm, dropout_p);
-}
+// The block's scale exponent (256 threads, 8 warps), once head_maxima has
+// put each warp's largest |gA_i|^2 and |D_i| over the head's rows in
+// maxima[0], [1]: v2 is this thread's share of its keys' |v_j|^2 (the
+// threads of a key already summed), whose warp maxima go to maxima[2];
+// the keys that share the scale are those of warps v0 .. v0 + nv - 1.
+__device__ __forceinline__ int gs_block_exponent(float (&maxima)[3][8], float v2, int v0, int nv, float dropout_p);
 // This thread's part of |v_j|^2 for key row `row` of the two swizzled v tiles
 // (d 0-31 at V_s, 32-63 tile_floats on): floats c0 .. c0 + n - 1 of the 64.
 __device__ __forceinline__ float v_sq_part(unsigned V_s, int tile_floats, int row, int c0, int n) {
@@ -261,17 +265,31 @@ __device__ __forceinline__ float warp_max(float x) {
     for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
     return x;
 }
-// The largest |gA_i|^2 and |D_i| of the head (rows head_rows .. + T - 1),
-// this thread's share of the rows reduced in its warp (every lane has it).
+// Each warp's largest |gA_i|^2 and |D_i| over its share of the head's rows
+// (head_rows .. + T - 1, 256 threads) into maxima[0] and [1].
 __device__ __forceinline__ void head_maxima(const float *__restrict__ gan, const float *__restrict__ rowdot,
-                                            i64 head_rows, int tid, int nt, float &a2, float &dm) {
-    a2 = 0.f, dm = 0.f;
+                                            i64 head_rows, float (&maxima)[3][8]) {
+    float a2 = 0.f, dm = 0.f;
 #pragma unroll 4
-    for (int i = tid; i < kT; i += nt) { // all loads in flight at once (T <= 1024, nt = 256)
+    for (int i = threadIdx.x; i < kT; i += 256) { // all loads in flight at once (T <= 1024)
         a2 = fmaxf(a2, gan[head_rows + i]);
         dm = fmaxf(dm, fabsf(rowdot[head_rows + i]));
     }
     a2 = warp_max(a2), dm = warp_max(dm);
+    if (threadIdx.x % 32 == 0) maxima[0][threadIdx.x / 32] = a2, maxima[1][threadIdx.x / 32] = dm;
+}
+__device__ __forceinline__ int gs_block_exponent(float (&maxima)[3][8], float v2, int v0, int nv, float dropout_p) {
+    v2 = warp_max(v2);
+    if (threadIdx.x % 32 == 0) maxima[2][threadIdx.x / 32] = v2;
+    __syncthreads();
+    float a2 = 0.f, dm = 0.f;
+    v2 = 0.f;
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+        a2 = fmaxf(a2, maxima[0][x]), dm = fmaxf(dm, maxima[1][x]);
+        if (x >= v0 && x < v0 + nv) v2 = fmaxf(v2, maxima[2][x]);
+    }
+    return gs_exponent(a2, v2, dm, dropout_p);
 }
 // Pd^T and gS^T as the A fragments of gV and gK (fragment register 0..3
 // takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)), then gV += Pd^T gA_i
@@ -302,3 +320,16 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
     tc::wg_commit();
 }
 } // namespace fw
+
+// The pass's parameters, the same in both organisations (lua/edit_attention.lua
+// binds them in this order): P and Pd by tensor maps (P_TMA) or as pointers.
+#if {{P_TMA}}
+#define FW_P_PARAMS const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd
+#else
+#define FW_P_PARAMS const float *__restrict__ probs, const float *__restrict__ probs_dropped
+#endif
+#define FW_PASS_PARAMS                                                                                       \
+    const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,                             \
+        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value, FW_P_PARAMS,              \
+        const float *__restrict__ attention_mask, float *__restrict__ grad_qkv, fw::gs_t *__restrict__ gs,    \
+        float scale, const float *__restrict__ gan, float *__restrict__ gsinv, float dropout_p

@@ -38,22 +38,11 @@ __device__ __forceinline__ void block_bar(int id) { asm volatile("bar.sync %0, %
 } // namespace fw
 
 extern "C" __global__ void __launch_bounds__(256, 1)
-{{PREFIX}}_attention_wg(const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,
-                        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value,
-#if {{P_TMA}}
-                        const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd,
-#else
-                        const float *__restrict__ probs, const float *__restrict__ probs_dropped,
-#endif
-                        const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
-                        fw::gs_t *__restrict__ gs, float scale, const float *__restrict__ gan,
-                        float *__restrict__ gsinv, float dropout_p) {
+{{PREFIX}}_attention_wg(FW_PASS_PARAMS) {
     tc::pdl_enter();
     using namespace fw;
-    extern __shared__ float4 smem4[];
-    const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
-    const unsigned pad = (1024 - raw % 1024) % 1024, sm_s = raw + pad; // launch asks 1 KiB more
-    float *sm = reinterpret_cast<float *>(smem4) + pad / 4;
+    unsigned sm_s;
+    float *sm = aligned_smem(sm_s);
 
     const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
     const i64 head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
@@ -159,11 +148,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
                                          kT - jblock0, kD);
     tc::cp_async_commit();
     __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
-    if constexpr (GS_HALF) {
-        float a2, dm;
-        head_maxima(gan, rowdot, head_rows, tid, NT, a2, dm);
-        if (lane == 0) maxima[0][tid / 32] = a2, maxima[1][tid / 32] = dm;
-    }
+    if constexpr (GS_HALF) head_maxima(gan, rowdot, head_rows, maxima);
     __syncthreads(); // the barriers are initialised
     load_rows(0);
 #pragma unroll
@@ -183,11 +168,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     // gS's scale (GS_HALF): this warpgroup's keys' largest |v_j|^2, two threads a key.
     float gsf = 1.f;
     if constexpr (GS_HALF) {
-        float v2 = v_sq_part(sm_s + 4u * OFF_V, NW * SUB, 64 * w + wt / 2, 32 * (wt % 2), 32);
-        v2 = warp_max(v2 + __shfl_xor_sync(0xffffffffu, v2, 1));
-        if (lane == 0) maxima[2][tid / 32] = v2;
-        __syncthreads();
-        const int e = gs_block_exponent(maxima, 4 * w, 4, dropout_p); // the warpgroup's keys
+        const float v2 = v_sq_part(sm_s + 4u * OFF_V, NW * SUB, 64 * w + wt / 2, 32 * (wt % 2), 32);
+        const int e = gs_block_exponent(maxima, v2 + __shfl_xor_sync(0xffffffffu, v2, 1), 4 * w, 4,
+                                        dropout_p); // the warpgroup's keys
         gsf = tc::pow2(e);
         if (live && wt == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
     }

@@ -28,22 +28,11 @@ __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;
 } // namespace fw
 
 extern "C" __global__ void __launch_bounds__(256, 1)
-{{PREFIX}}_attention_wg(const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,
-                        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value,
-#if {{P_TMA}}
-                        const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd,
-#else
-                        const float *__restrict__ probs, const float *__restrict__ probs_dropped,
-#endif
-                        const float *__restrict__ attention_mask, float *__restrict__ grad_qkv,
-                        fw::gs_t *__restrict__ gs, float scale, const float *__restrict__ gan,
-                        float *__restrict__ gsinv, float dropout_p) {
+{{PREFIX}}_attention_wg(FW_PASS_PARAMS) {
     tc::pdl_enter();
     using namespace fw;
-    extern __shared__ float4 smem4[];
-    const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
-    const unsigned pad = (1024 - raw % 1024) % 1024, sm_s = raw + pad; // launch asks 1 KiB more
-    float *sm = reinterpret_cast<float *>(smem4) + pad / 4;
+    unsigned sm_s;
+    float *sm = aligned_smem(sm_s);
 
     const int jb = blockIdx.x, bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
     const i64 j0 = (i64)jb * BJ, head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
@@ -157,11 +146,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         tc::copy_tile_sw128<64, 256>(V + s2 * SUB, value + (head_rows + j0) * kD, kD, 0, 32 * s2, kT - j0, kD);
     tc::cp_async_commit();
     __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
-    if constexpr (GS_HALF) {
-        float a2, dm;
-        head_maxima(gan, rowdot, head_rows, tid, 256, a2, dm);
-        if (lane == 0) maxima[0][tid / 32] = a2, maxima[1][tid / 32] = dm;
-    }
+    if constexpr (GS_HALF) head_maxima(gan, rowdot, head_rows, maxima);
     __syncthreads(); // the barriers are initialised
     load_rows(0);
 #pragma unroll
@@ -183,10 +168,8 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     if constexpr (GS_HALF) {
         float v2 = v_sq_part(sm_s + 4u * OFF_V, SUB, tid / 4, 16 * (tid % 4), 16);
         v2 += __shfl_xor_sync(0xffffffffu, v2, 1);
-        v2 = warp_max(v2 + __shfl_xor_sync(0xffffffffu, v2, 2));
-        if (lane == 0) maxima[2][tid / 32] = v2;
-        __syncthreads();
-        const int e = gs_block_exponent(maxima, 0, 8, dropout_p); // the block's keys
+        const int e = gs_block_exponent(maxima, v2 + __shfl_xor_sync(0xffffffffu, v2, 2), 0, 8,
+                                        dropout_p); // the block's keys
         gsf = tc::pow2(e);
         if (tid == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
     }
