@@ -47,9 +47,7 @@ constexpr bool P_TMA = {{P_TMA}};
 // gS's element in gs: fp32, or (GS_HALF, tile gs_half=1) fp16 bits times a
 // power of two f per (b, h, key block) (gs_exponent), 1/f in gsinv.
 constexpr bool GS_HALF = {{GS_HALF}};
-template <bool H> struct gs_elem { typedef float t; };
-template <> struct gs_elem<true> { typedef unsigned short t; };
-typedef gs_elem<GS_HALF>::t gs_t;
+typedef tc::gs_elem<GS_HALF>::t gs_t;
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);

@@ -9,9 +9,7 @@ constexpr int kHeads = 16, kPos = 1024;
 // keys) whose inverse is in gsinv (templates/attention_wg.cu's gs_exponent).
 constexpr bool kHalf = {{GS_HALF}};
 constexpr int kNJ = (int)((kT + 63) / 64);
-template <bool H> struct gs_elem { typedef float t; };
-template <> struct gs_elem<true> { typedef unsigned short t; };
-typedef gs_elem<kHalf>::t gs_t;
+typedef tc::gs_elem<kHalf>::t gs_t;
 } // namespace ea
 
 // grad_edit_region_bias[h, i, j] = sum over b of gS (0 outside [:T, :T]), and
@@ -54,11 +52,8 @@ extern "C" __global__ void __launch_bounds__(256)
                 if constexpr (kHalf) {
                     const float inv = gsinv[(b * kHeads + h) * kNJ + j / 64];
                     if constexpr (kVec) {
-                        const uint2 x = *reinterpret_cast<const uint2 *>(row);
-                        v[u][0] = inv * tc::from_f16((unsigned short)(x.x & 0xffffu));
-                        v[u][1] = inv * tc::from_f16((unsigned short)(x.x >> 16));
-                        v[u][2] = inv * tc::from_f16((unsigned short)(x.y & 0xffffu));
-                        v[u][3] = inv * tc::from_f16((unsigned short)(x.y >> 16));
+                        const float4 x = tc::f16x4_to_float4(*reinterpret_cast<const uint2 *>(row), inv);
+                        v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
                     } else {
 #pragma unroll
                         for (int e = 0; e < 4; ++e) v[u][e] = j + e < kT ? inv * tc::from_f16(row[e]) : 0.f;

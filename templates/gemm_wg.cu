@@ -145,44 +145,29 @@ __device__ __forceinline__ void wgmma_n64_tf32(float (&d)[32], const unsigned (&
 // ROWS x 32 floats of a row-major matrix (from row r0, column k0) into a
 // 128-byte-swizzled tile, 16 bytes per cp.async among NT threads. A thread
 // keeps one chunk column, and its rows step by NT/8 (a multiple of 8), so its
-// swizzled column is fixed too.
-template <int ROWS, int NT>
-__device__ __forceinline__ void copy_tile_sw128(float *dst, const float *src, i64 ld, i64 r0, i64 k0, i64 rend,
-                                                i64 kend) {
+// swizzled column is fixed too. E = unsigned short: fp16 (gS of tile
+// gs_half=1), each 8-byte chunk (four k) into the first half of the 16-byte
+// slot its four floats will take, for widen_tile_f16 to widen in place.
+template <int ROWS, int NT, class E = float>
+__device__ __forceinline__ void copy_tile_sw128(float *dst, const E *src, i64 ld, i64 r0, i64 k0, i64 rend, i64 kend) {
     constexpr int RS = NT / 8, PASSES = ROWS / RS;
     static_assert(RS % 8 == 0 && ROWS % RS == 0, "whole passes of 8-row groups");
+    static_assert(sizeof(E) == 4 || sizeof(E) == 2, "fp32 or fp16");
     const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
     const int col = 4 * (c ^ (rt % 8));
     const bool k_ok = k0 + 4 * c < kend;
-    const float *s = src + (r0 + rt) * ld + k0 + 4 * c;
+    const E *s = src + (r0 + rt) * ld + k0 + 4 * c;
 #pragma unroll
     for (int p = 0; p < PASSES; ++p) {
         const int r = rt + p * RS;
         const bool ok = k_ok && r0 + r < rend;
-        cp_async16(&dst[r * 32 + col], ok ? s + (i64)p * RS * ld : src, ok);
+        if constexpr (sizeof(E) == 4) cp_async16(&dst[r * 32 + col], ok ? s + (i64)p * RS * ld : src, ok);
+        else cp_async8(&dst[r * 32 + col], ok ? s + (i64)p * RS * ld : src, ok);
     }
 }
 
-// ROWS x 32 fp16 of a row-major matrix into a 128-byte-swizzled fp32 tile's
-// slots: each 8-byte chunk (four k) in the first half of the 16-byte slot its
-// four floats will take, by the thread of copy_tile_sw128 that copies that
-// slot; widen_tile_f16 then widens each slot in place, the thread's own.
-template <int ROWS, int NT>
-__device__ __forceinline__ void copy_tile_f16(float *dst, const unsigned short *src, i64 ld, i64 r0, i64 k0, i64 rend,
-                                              i64 kend) {
-    constexpr int RS = NT / 8, PASSES = ROWS / RS;
-    const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
-    const int col = 4 * (c ^ (rt % 8));
-    const bool k_ok = k0 + 4 * c < kend;
-    const unsigned short *s = src + (r0 + rt) * ld + k0 + 4 * c;
-#pragma unroll
-    for (int p = 0; p < PASSES; ++p) {
-        const int r = rt + p * RS;
-        const bool ok = k_ok && r0 + r < rend;
-        cp_async8(&dst[r * 32 + col], ok ? s + (i64)p * RS * ld : src, ok);
-    }
-}
-// The slots this thread filled with copy_tile_f16, widened to fp32 times `inv`.
+// The slots this thread filled with copy_tile_sw128<ROWS, NT, unsigned short>,
+// widened to fp32 times `inv`.
 template <int ROWS, int NT> __device__ __forceinline__ void widen_tile_f16(float *tile, float inv) {
     constexpr int RS = NT / 8, PASSES = ROWS / RS;
     const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
@@ -190,10 +175,7 @@ template <int ROWS, int NT> __device__ __forceinline__ void widen_tile_f16(float
 #pragma unroll
     for (int p = 0; p < PASSES; ++p) {
         float *slot = &tile[(rt + p * RS) * 32 + col];
-        const uint2 h = *reinterpret_cast<const uint2 *>(slot);
-        *reinterpret_cast<float4 *>(slot) =
-            make_float4(inv * from_f16((unsigned short)(h.x & 0xffffu)), inv * from_f16((unsigned short)(h.x >> 16)),
-                        inv * from_f16((unsigned short)(h.y & 0xffffu)), inv * from_f16((unsigned short)(h.y >> 16)));
+        *reinterpret_cast<float4 *>(slot) = f16x4_to_float4(*reinterpret_cast<const uint2 *>(slot), inv);
     }
 }
 
@@ -244,8 +226,7 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     auto load = [&](int stage, int kt) {
         float *Bs = smem + stage * STAGE, *As = Bs + B_SIZE;
         const i64 k0 = kbeg + (i64)kt * 32;
-        if constexpr (B_F16) copy_tile_f16<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
-        else copy_tile_sw128<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
+        copy_tile_sw128<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
         if constexpr (A_SW) copy_tile_sw128<BM, NT>(As, A, LDA, m0, k0, M, kend);
         else if constexpr (TA) copy_tile<32, BM, NT>(As, A_LD, A, LDA, k0, m0, kend, M);
         else copy_tile<BM, 32, NT>(As, A_LD, A, LDA, m0, k0, M, kend);

@@ -29,17 +29,20 @@ __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
     return r;
 }
 
-// One fp16 (its bits) of x, rounded to nearest even; and back, exactly.
-__device__ __forceinline__ unsigned short to_f16(float x) {
-    unsigned short r;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
-    return r;
-}
+// fp16 (its bits) to fp32, exactly.
 __device__ __forceinline__ float from_f16(unsigned short x) {
     float r;
     asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x));
     return r;
 }
+// Four fp16 (8 bytes, the first in the low half of h.x) to fp32, each times s.
+__device__ __forceinline__ float4 f16x4_to_float4(uint2 h, float s) {
+    return make_float4(s * from_f16((unsigned short)(h.x & 0xffffu)), s * from_f16((unsigned short)(h.x >> 16)),
+                       s * from_f16((unsigned short)(h.y & 0xffffu)), s * from_f16((unsigned short)(h.y >> 16)));
+}
+// gS's element type in the workspace: fp32, or fp16 bits (tile gs_half=1).
+template <bool HALF> struct gs_elem { typedef float t; };
+template <> struct gs_elem<true> { typedef unsigned short t; };
 // 2^e as a float, for -126 < e < 128.
 __device__ __forceinline__ float pow2(int e) { return __uint_as_float((unsigned)(e + 127) << 23); }
 // The least e with x < 2^e, for a positive normal x (its biased exponent
