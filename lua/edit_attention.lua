@@ -179,6 +179,13 @@ function M.heuristic(shape, arch)
   -- 16-bit stores are as many as the 32-bit ones). So gS stays fp32
   -- (docs/benchmarks.md).
   t.gs_half = 0
+  -- gs_round=1: the wgmma pass stores gS rounded to TF32 and gQ reads it as
+  -- stored. Measured (2026-12-04, seventeenth session): gQ alone 1-11% faster
+  -- (geomean of the 16: 42.8 -> 40.8 us), whole calls level (421.9 / 421.5
+  -- and 421.5 / 421.5 us in two A/B runs): gQ shares the GPU with the side
+  -- lanes' transposes and bias sums, and on the small calls saves under a
+  -- microsecond. So gS stays as computed; explore flips it.
+  t.gs_round = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -228,6 +235,8 @@ local CHOICES = {
                          .. "where pair > 0" },
   { "gs_half", { 0, 1 }, "gS in the workspace as fp32, or as fp16 times a power of two per (b, h, 64 keys), "
                          .. "where the attention pass and gQ run on wgmma" },
+  { "gs_round", { 0, 1 }, "gS stored as computed, gQ's product rounding it to TF32, or stored rounded by the "
+                         .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
 }
 
 -- "a, b or c"
@@ -371,6 +380,9 @@ function M.candidates(shape)
   local side = M.heuristic(shape) -- the side lanes after gA
   side.side_start = 1 - side.side_start
   add(side)
+  local rounded = M.heuristic(shape) -- gS stored rounded to TF32, gQ reading it as stored
+  rounded.gs_round = 1
+  add(rounded)
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end
@@ -702,6 +714,9 @@ local function plan_fused(shape, t, arch)
   -- gs_half: gS in fp16 (half the floats), 1/f per (b, h, key block) in gsinv,
   -- |gA_i|^2 per row in gan (for f: templates/attention_wg.cu's gs_exponent).
   local gs_half = t.gs_half == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
+  -- gs_round: gS stored rounded to TF32 by the wgmma pass, where gQ runs on wgmma too (fp32 gS).
+  local gs_round = t.gs_round == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 and
+                   not gs_half
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
@@ -935,6 +950,7 @@ local function plan_fused(shape, t, arch)
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D, SB1 = H * T * gs_ld,
         SB0 = T * gs_ld, SC1 = T * QKV, SC0 = D, B_T = gs_half and "unsigned short" or "float", NKB = NJ,
+        B_RAW = not gs_round,
       })
       -- gs_half: the inverse scales of the K blocks follow the stages.
       local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
@@ -1000,7 +1016,8 @@ local function plan_fused(shape, t, arch)
                                    SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
-                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0 }
+                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
+                     GS_ROUND = gs_round and 1 or 0 }
     p.render("attention_wg.cu", values)
     p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
   end

@@ -48,6 +48,10 @@ constexpr bool P_TMA = {{P_TMA}};
 // power of two f per (b, h, key block) (gs_exponent), 1/f in gsinv.
 constexpr bool GS_HALF = {{GS_HALF}};
 typedef tc::gs_elem<GS_HALF>::t gs_t;
+// GS_ROUND (tile gs_round=1, fp32 gS): gS stored rounded to TF32 (the value
+// gK's product takes anyway), so that gQ's product reads it as stored, with
+// no rounding pass of its own; the bias sums then add the rounded values.
+constexpr bool GS_ROUND = {{GS_ROUND}};
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
@@ -219,6 +223,9 @@ __device__ __forceinline__ void store_gs(gs_t *gsp, const float (&s)[4][4], bool
             if constexpr (GS_HALF) {
                 const unsigned pk = tc::pack_f16x2(s[n][2 * hh] * f, s[n][2 * hh + 1] * f);
                 v[0] = (unsigned short)(pk & 0xffffu), v[1] = (unsigned short)(pk >> 16);
+            } else if constexpr (GS_ROUND) {
+                v[0] = __uint_as_float(tc::to_tf32(s[n][2 * hh]) & 0xFFFFE000u); // to_tf32's rounding, exact
+                v[1] = __uint_as_float(tc::to_tf32(s[n][2 * hh + 1]) & 0xFFFFE000u);
             } else {
                 v[0] = s[n][2 * hh], v[1] = s[n][2 * hh + 1];
             }

@@ -1,6 +1,7 @@
 // {{COMMENT}}
 // wgmma tiles {{BM}}x{{BN}}x32, {{STAGES}} stages; blockIdx.z = z1 * {{INNER}} + z0 picks the matrices:
-// A + z1*{{SA1}} + z0*{{SA0}}, B + z1*{{SB1}} + z0*{{SB0}} (raw fp32 rounded in shared memory, or fp16 times the
+// A + z1*{{SA1}} + z0*{{SA0}}, B + z1*{{SB1}} + z0*{{SB0}} (fp32, raw (B_RAW: rounded in shared memory) or
+// already TF32 values (gS stored rounded, tile gs_round=1), or fp16 times the
 // powers of two whose inverses are bscale + blockIdx.z * {{NKB}}, one per 64 k), C + z1*{{SC1}} + z0*{{SC0}}
 // (stored transposed).
 extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128, 1)
@@ -8,7 +9,7 @@ extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128, 1)
          const float *__restrict__ bscale) {
     tc::pdl_enter();
     const long long z1 = blockIdx.z / {{INNER}}, z0 = blockIdx.z % {{INNER}};
-    tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, false, true, true, {{B_T}}>(
+    tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, false, {{B_RAW}}, true, {{B_T}}>(
         A + z1 * {{SA1}} + z0 * {{SA0}}, B + z1 * {{SB1}} + z0 * {{SB0}}, C + z1 * {{SC1}} + z0 * {{SC0}}, {{LDC}},
         alpha, 0, bscale + (long long)blockIdx.z * {{NKB}});
 }

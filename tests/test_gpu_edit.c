@@ -5,7 +5,8 @@
  * use, non-zero projection biases), the TF32 attention pass's other block
  * organisation (att_kb) where the heuristic would not take it, at T that
  * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
- * 2^16 (gS past fp16's range but for gs_half's scale), and
+ * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
+ * to TF32 (gs_round), and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -138,6 +139,11 @@ int main(void) {
     runs[n++].c.tiles = "gs_half=1";
     runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, CHECK_EDIT_LARGE | CHECK_EDIT_MASK_ZEROS, "large mask0");
     runs[n++].c.atol *= 65536.0;
+    /* gS stored rounded to TF32 (gs_round=1), at odd T with key zeros and at T = 200. */
+    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 gs_round=1");
+    runs[n++].c.tiles = "gs_round=1";
+    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, 0, "gs_round=1");
+    runs[n++].c.tiles = "gs_round=1";
     runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, CHECK_EDIT_MASK_ZEROS, "mask0");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);

@@ -798,7 +798,7 @@ static void gs_half_plans(void **state) {
                 assert_int_equal(strncmp(gsinv, "ws:", 3), 0);
                 assert_string_not_equal(gan, gsinv);
                 assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 1;"));
-                assert_non_null(strstr(p.source, "true, true, unsigned short>("));
+                assert_non_null(strstr(p.source, ", true, unsigned short>(")); /* ..., TC, fp16 B */
             } else {
                 assert_string_equal(gan, "i64:0");
                 assert_string_equal(gsinv, "i64:0");
@@ -812,6 +812,29 @@ static void gs_half_plans(void **state) {
         const size_t saved = (size_t)(B * 16 * T * ld * 2), added = (size_t)(B * 16 * (T + NJ) * 4) + 3 * 256;
         assert_true(ws[1] < ws[0] && ws[0] - ws[1] + added >= saved && ws[2] == ws[0]);
     }
+    gen_close(g);
+}
+
+/* gs_round=1: the wgmma pass stores gS rounded to TF32 and gQ's wgmma
+ * product reads it as stored (no rounding pass: B_RAW 0); gs_round=0 (the
+ * heuristic's): gS as computed, rounded by gQ (B_RAW 1). */
+static void gs_round_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 373}, {32, 773}};
+    for (size_t i = 0; i < 2; ++i)
+        for (int round = 0; round <= 1; ++round) {
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+            kernel_plan p;
+            assert_int_equal(gen_plan(g, &s, "sm_90", round ? "gs_round=1" : NULL, &p), ATTNBWD_OK);
+            assert_non_null(strstr(p.source, round ? "constexpr bool GS_ROUND = 1;" : "constexpr bool GS_ROUND = 0;"));
+            const char *gq = strstr(p.source, "_grad_query(");
+            assert_non_null(gq);
+            const char *call = strstr(gq, "tc::gemm_wg<");
+            assert_non_null(call);
+            assert_int_equal(template_arg(call, 11), !round); /* B_RAW */
+            kernel_plan_free(&p);
+        }
     gen_close(g);
 }
 
@@ -928,6 +951,7 @@ int main(void) {
         cmocka_unit_test(edit_attention_plans),
         cmocka_unit_test(gh_trunc_plans),
         cmocka_unit_test(gs_half_plans),
+        cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
