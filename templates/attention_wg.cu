@@ -296,6 +296,38 @@ __device__ __forceinline__ int gs_block_exponent(float (&maxima)[3][8], float v2
     }
     return gs_exponent(a2, v2, dm, dropout_p);
 }
+// The prologue of both organisations, up to step 0's rows in R: v of the
+// block's ROWS keys (key row v0 of the head on; rows past T read as zeros)
+// into V's two swizzled tiles of 32 d by the block's NT threads, rounded once
+// they land; (GS_HALF) the head's maxima; the barriers' initialisation made
+// visible; step 0's rows asked of the TMA, the P and Pd of steps 0 ..
+// P_STAGES-2 (steps of BI rows), and step 0's row sums. cp.async groups,
+// oldest first: [v] [P of steps 0 .. P_STAGES-2], then per step (the
+// caller's loop) [P of step s + P_STAGES - 1].
+template <int ROWS, int NT, int BI, class LoadRows, class LoadP, class LoadD>
+__device__ __forceinline__ void pass_prologue(float *V, const float *__restrict__ value, i64 head_rows, i64 v0,
+                                              const float *__restrict__ gan, const float *__restrict__ rowdot,
+                                              float (&maxima)[3][8], unsigned long long *rows_full,
+                                              LoadRows load_rows, LoadP load_p, LoadD load_d) {
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2)
+        tc::copy_tile_sw128<ROWS, NT>(V + s2 * ROWS * 32, value + (head_rows + v0) * kD, kD, 0, 32 * s2, kT - v0, kD);
+    tc::cp_async_commit();
+    if constexpr (GS_HALF) head_maxima(gan, rowdot, head_rows, maxima);
+    __syncthreads(); // the barriers are initialised
+    load_rows(0);
+#pragma unroll
+    for (int st = 0; st < P_STAGES - 1; ++st) {
+        load_p(st * BI, st);
+        if (!P_TMA) tc::cp_async_commit();
+    }
+    load_d(0);
+    tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<ROWS, NT>(V + s2 * ROWS * 32);
+    tc::mbar_wait(rows_full, 0);
+}
+
 // Pd^T and gS^T as the A fragments of gV and gK (fragment register 0..3
 // takes (g, k t), (g+8, k t), (g, k t+4), (g+8, k t+4)), then gV += Pd^T gA_i
 // and gK += gS^T q_i with B from the step buffer of descriptor dB: one commit group.

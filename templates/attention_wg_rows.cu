@@ -138,27 +138,9 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     const i64 gs_base = (head_rows + HALF * w + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
     const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
 
-    // Prologue. cp.async groups, oldest first: [v] [rows of step 0] [P of
-    // steps 0 .. P_STAGES-2] [rows of step 1], then per step s [P of step
-    // s + P_STAGES - 1] [rows of step s + 2].
-#pragma unroll
-    for (int s2 = 0; s2 < 2; ++s2)
-        tc::copy_tile_sw128<64, 256>(V + s2 * SUB, value + (head_rows + j0) * kD, kD, 0, 32 * s2, kT - j0, kD);
-    tc::cp_async_commit();
+    // Prologue: v of the block's 64 keys, the first steps' loads (attention_wg.cu).
     __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
-    if constexpr (GS_HALF) head_maxima(gan, rowdot, head_rows, maxima);
-    __syncthreads(); // the barriers are initialised
-    load_rows(0);
-#pragma unroll
-    for (int st = 0; st < P_STAGES - 1; ++st) {
-        load_p(st * BI, st);
-        if (!P_TMA) tc::cp_async_commit();
-    }
-    load_d(0);
-    tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v
-#pragma unroll
-    for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<64, 256>(V + s2 * SUB);
-    tc::mbar_wait(rows_full, 0);
+    pass_prologue<64, 256, BI>(V, value, head_rows, j0, gan, rowdot, maxima, rows_full, load_rows, load_p, load_d);
     stage_store(wg_buf_s(0), 0, BI > kT);
     tc::fence_async_shared();
     __syncthreads(); // v is shared by both warpgroups
