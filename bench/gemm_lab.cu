@@ -65,7 +65,7 @@ static tc::tma_map tensor_map(const float *p, i64 rows, i64 cols, i64 ld, int bo
     return m;
 }
 
-static int smem_bytes(bool ta, int bm, int bn, int st) { // as lua/edit_attention.lua's gemm_smem
+static int smem_bytes(bool ta, int bm, int bn, int st) { // as lua/projection_tiles.lua's gemm_smem
     return st * ((ta ? 32 * (bm + 8) : bm * 36) + 32 * (bn + 8)) * 4;
 }
 

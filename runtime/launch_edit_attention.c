@@ -1,6 +1,6 @@
 /* Launch entry of problem 2, the edit-attention backward: the plan's kernels
  * in order on the caller's stream, each argument bound by the name the Lua
- * script gave it (see lua/edit_attention.lua). Reads: grad_output,
+ * script gave it (see lua/edit_attention_plan.lua). Reads: grad_output,
  * hidden_states, edit_region_mask, qkv_weight, out_weight, attention_mask,
  * query, key, value, attention_probs, attention_probs_dropped,
  * attention_output, scale, dropout_p; relies on attention_probs_dropped =
@@ -64,7 +64,7 @@ static attnbwd_status bind_tensor_map(const attnbwd_edit_attention_args *a, cons
     int swizzle, used = 0;
     if (sscanf(spec, "tmap:%llu:%llu:%llu:%u:%u:%d:%n", &rows, &cols, &ld, &box_rows, &box_cols, &swizzle, &used) != 6 ||
         !used)
-        return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention.lua: malformed tensor map argument '%s'", spec);
+        return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention_plan.lua: malformed tensor map argument '%s'", spec);
     arg_value base;
     attnbwd_status s = bind(a, spec + used, NULL, &base);
     if (s != ATTNBWD_OK) return s;
@@ -101,7 +101,7 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spe
         v->i32 = (int32_t)strtol(spec + 4, NULL, 10);
         return ATTNBWD_OK;
     }
-    return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention.lua: unknown kernel argument '%s'", spec);
+    return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention_plan.lua: unknown kernel argument '%s'", spec);
 }
 
 /* One launch of the plan on `stream`, its arguments bound; programmatic: it

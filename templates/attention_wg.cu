@@ -358,7 +358,7 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
 }
 } // namespace fw
 
-// The pass's parameters, the same in both organisations (lua/edit_attention.lua
+// The pass's parameters, the same in both organisations (lua/edit_attention_plan.lua
 // binds them in this order): P and Pd by tensor maps (P_TMA) or as pointers.
 #if {{P_TMA}}
 #define FW_P_PARAMS const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd

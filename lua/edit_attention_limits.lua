@@ -1,0 +1,70 @@
+-- What problem 2's kernels need of a device, shared by the tile choices
+-- (lua/edit_attention.lua) and the plan (lua/edit_attention_plan.lua): the
+-- problem's fixed sizes, the shared memory an architecture allows and the
+-- attention pass asks for, and which instructions an architecture has.
+local M = {}
+
+M.H, M.D, M.HID, M.QKV, M.POS = 16, 64, 1024, 3072, 1024
+M.COL_SPLIT = 64 -- the bias column sums' row slices
+M.SMS = 132 -- the H200's SMs: the tiles are sized for its waves
+local D = M.D
+
+function M.ceil_div(a, b) return (a + b - 1) // b end
+
+-- Shared memory one block may use (bytes) on an architecture, after opting in
+-- past 48 KiB: what the kernels must fit. nil arch: the H100/H200's.
+function M.smem_limit(arch)
+  local n = tonumber((arch or "sm_90"):match("^sm_(%d+)"))
+  if not n then return 227 * 1024 end
+  if n == 86 or n == 89 or n == 120 then return 99 * 1024 end
+  if n == 80 or n == 87 then return 163 * 1024 end
+  if n >= 90 then return 227 * 1024 end
+  return 48 * 1024
+end
+
+-- Dynamic shared memory of the attention pass (templates/attention_fused.cu's
+-- SMEM_FLOATS); its static arrays take 8 * bj + 32 bytes more. p_stages > 0:
+-- a ring of that many P and Pd tiles instead of the one Pd tile.
+function M.attention_smem(bj, gs_store, p_stages)
+  local tiles = p_stages > 0 and 1 + 2 * p_stages or 2 -- gS, then Pd or the rings
+  local floats = bj * (D + 4) + 2 * 64 * (D + 8) + 2 * 64 * (D + 4) + tiles * 64 * (bj + 8) +
+                 (gs_store == 1 and 0 or bj * (D + 8)) -- k_j only for gQ inside the kernel
+  return floats * 4
+end
+
+-- Dynamic shared memory of the attention pass on wgmma (the SMEM_FLOATS of
+-- templates/attention_wg_rows.cu, att_kb=1, or attention_wg_keys.cu, att_kb=2,
+-- plus the 1 KiB its swizzled tiles may need to reach a 1024-byte boundary).
+-- The ring's P tiles have rows of 68 floats; att_tma adds a barrier per slot.
+-- att_kb=1: each warpgroup has two step buffers, its rows and their barrier;
+-- att_kb=2: each has its own v_j and ring, and they share three step
+-- buffers, the rows and their barrier.
+function M.attention_wg_smem(p_stages, att_tma, att_kb)
+  local ring = p_stages * 2 * 32 * 68 + (att_tma == 1 and p_stages * 2 or 0) -- a warpgroup's ring and barriers
+  local floats
+  if att_kb == 1 then
+    floats = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 2 * 8 * 128 * 4 + 2 * 2
+  else
+    floats = 2 * 2 * 64 * 32 + 3 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
+  end
+  return floats * 4 + 1024
+end
+
+-- wg_att = 1 takes effect where the wgmma pass applies (TF32 products on
+-- wgmma, gS stored, 64 keys per block, a ring of two P tiles); elsewhere the
+-- mma.sync pass runs.
+function M.att_on_wg(t)
+  return t.wg_att == 1 and t.wg == 1 and t.gs_store == 1 and t.bj == 64 and t.p_stages == 2
+end
+
+-- Hopper's warpgroup MMA (wgmma) needs the arch-specific target sm_90a, so
+-- only the sm_90 devices (H100, H200) get it; nil arch: the H200's.
+function M.wgmma_arch(arch) return arch == nil or arch == "sm_90" end
+
+-- Programmatic dependent launch (griddepcontrol) came with sm_90; nil arch: the H200.
+function M.pdl_arch(arch)
+  local n = tonumber((arch or "sm_90"):match("^sm_(%d+)"))
+  return n ~= nil and n >= 90
+end
+
+return M

@@ -1,0 +1,577 @@
+-- Problem 2, region-aware self-attention with edit bias, backward: the
+-- kernels of one (B, T) and tile choice (lua/edit_attention.lua), and the
+-- order they run in (spec: docs/spec/edit_attention_bwd.md).
+--
+-- fused = 1 (the default):
+--   gA = grad_output @ out_weight                  grad_out_weight = grad_output^T @ attention_output
+--   D = rowsum(Pd*gPd) = gA_h . attention_output_h  (one dot product per row)
+--   one pass over P and Pd per (b, h, bj keys) (templates/attention_fused.cu):
+--     gPd, gS, gK and gV into grad_qkv; with gs_store = 1 (the default) it writes
+--     gS to the workspace, then the edit-bias sums (fixed order) and
+--     gQ = scale gS k (a batched product) follow; gs_store = 0 adds gQ and the
+--     bias into their outputs with float atomics inside the pass instead
+--   grad_hidden_states = grad_qkv @ qkv_weight     grad_qkv_weight = grad_qkv^T @ hidden_states
+--   the two bias gradients as column sums
+-- The projection products run on tensor cores with tiles and a split of K
+-- chosen for each product's M, N, K (lua/projection_tiles.lua): mma.sync
+-- (templates/gemm_tc.cu), or with wg = 1 (TF32 on sm_90) wgmma, TMA-fed or
+-- not (templates/gemm_tma.cu, gemm_wg.cu), after a rounded transpose of B,
+-- where the model says that is faster.
+-- fused = 0: the first, correct-first sequence (ten batched 64x64 products and
+-- separate softmax-backward and bias kernels), kept to compare against.
+--
+-- Matrix products on tensor cores (TF32, or fp16 operands; fp32 accumulation)
+-- or exact fp32. Each launch names its arguments: "in:NAME" / "out:NAME" (the
+-- fields of attnbwd_edit_attention_args), "ws:BYTES" (workspace offset),
+-- "f32:NAME" (a scalar of the args, or "one"), "i64:N", "i32:N".
+local render = require "render"
+local limits = require "edit_attention_limits"
+local tiles = require "projection_tiles"
+
+local M = {}
+
+local H, D, HID, QKV, POS, COL_SPLIT = limits.H, limits.D, limits.HID, limits.QKV, limits.POS, limits.COL_SPLIT
+local ceil_div, smem_limit, att_on_wg = limits.ceil_div, limits.smem_limit, limits.att_on_wg
+local attention_smem, attention_wg_smem = limits.attention_smem, limits.attention_wg_smem
+local GEMM_BK, GEMM_CONFIGS = tiles.GEMM_BK, tiles.GEMM_CONFIGS
+local gemm_smem, wg_smem, tma_smem, tma_threads = tiles.gemm_smem, tiles.wg_smem, tiles.tma_smem, tiles.tma_threads
+
+-- A plan being built: its workspace (named regions, each 256-byte aligned),
+-- its launches in order and its source parts. Both plans below use one.
+local function new_plan(shape, t)
+  local p = { prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", shape.batch, shape.seq_len, t.precision),
+              ws = {}, ws_bytes = 0, launches = {}, parts = {}, lane = 0, waiting = {}, started = {}, events = {},
+              n_events = 0 }
+  function p.reserve(name, floats)
+    p.ws[name] = p.ws_bytes
+    p.ws_bytes = p.ws_bytes + ((floats * 4 + 255) // 256) * 256
+  end
+  -- The argument for a region of the workspace, `plus` floats into it.
+  function p.wsp(name, plus) return "ws:" .. (p.ws[name] + (plus or 0) * 4) end
+  function p.render(template, values) p.parts[#p.parts + 1] = render.render(template, values) end
+  -- pdl (t.pdl = 1 or 2): a launch that follows another on its lane, with no
+  -- event to wait for, may be placed on the SMs before that one ends (its
+  -- kernel waits for it first: tc::pdl_enter), which hides the launch gap.
+  function p.kernel(name, grid, args, block, smem)
+    local waits = p.waiting[p.lane]
+    p.launches[#p.launches + 1] = { name = p.prefix .. "_" .. name, grid = grid, block = block or { 256, 1, 1 },
+                                    shared_bytes = smem or 0, args = args, lane = p.lane, waits = waits,
+                                    pdl = t.pdl > 0 and p.started[p.lane] and not waits }
+    p.waiting[p.lane] = nil
+    p.started[p.lane] = true
+  end
+  -- Lanes: launches that follow p.on(n) run on lane n (0: the chain every
+  -- output waits on; each lane a stream of its own, forked from the caller's
+  -- and joined back, runtime/launch_edit_attention.c). p.signal
+  -- names the point after the last launch; p.wait makes the next launch on
+  -- the current lane start after that point.
+  function p.on(lane) p.lane = lane end
+  function p.signal(name)
+    local last = p.launches[#p.launches]
+    assert(last.lane == p.lane, "signal " .. name .. ": the last launch is on another lane")
+    if not last.signal then
+      last.signal, p.n_events = p.n_events, p.n_events + 1
+    end
+    p.events[name] = last.signal
+  end
+  function p.wait(name)
+    local w = p.waiting[p.lane] or {}
+    w[#w + 1] = assert(p.events[name], "wait on " .. name .. " before it is signalled")
+    p.waiting[p.lane] = w
+  end
+  -- out [cols] = the sums of the nparts rows of partial sums in region part, in order.
+  function p.colsum_final(part, out, cols, nparts)
+    p.kernel("colsum_final", { ceil_div(cols, 256), 1, 1 }, { p.wsp(part), out, "i32:" .. cols, "i32:" .. nparts })
+  end
+  -- Column sums of x [rows, cols] into out, in two fixed-order steps (templates/colsum.cu).
+  function p.colsum(x, out, rows, cols, part)
+    part = part or "colpart"
+    p.kernel("colsum_partial", { ceil_div(cols, 256), COL_SPLIT, 1 },
+             { x, p.wsp(part), "i64:" .. rows, "i32:" .. cols })
+    p.colsum_final(part, out, cols, COL_SPLIT)
+  end
+  -- The edit-bias gradients from gS (templates/edit_attention_bwd.cu): one
+  -- bias_grads block per 256 // ct rows of a head (ct threads a row: its T
+  -- columns in fours, whole warps), then one bias_final block per head.
+  -- rows: 1024, or T where bias_zero_rows writes the rest.
+  -- gsinv: gS's inverse scales where it is fp16 (gs_half), else "i64:0".
+  function p.bias_sums(gs, rows, gsinv)
+    rows = rows or POS
+    local ct = ceil_div(ceil_div(shape.seq_len, 4), 32) * 32
+    p.kernel("bias_grads", { ceil_div(rows, 256 // ct), H, 1 },
+             { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart"), "i32:" .. rows,
+               gsinv or "i64:0" })
+    p.kernel("bias_final", { H, 1, 1 }, { p.wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  end
+  function p.finish(arch, align)
+    local first = p.launches[1]
+    return {
+      name = first.name, grid = first.grid, block = first.block, shared_bytes = first.shared_bytes,
+      source = "// attnbwd " .. arch .. " " .. render.tiles_string(t) .. "\n" .. table.concat(p.parts, "\n"),
+      launches = p.launches,
+      workspace_bytes = p.ws_bytes,
+      align = align,
+      -- Each lane's stream: lane 0 (the chain) at the greatest priority (2),
+      -- or (lane0=1) on the caller's stream (-1); lane 1 the least (0); lane 2
+      -- (grad_qkv_weight, the last kernel on most small workloads) at
+      -- lane_pri: above 0, its blocks go before the bias sums'.
+      lane_priority = { t.lane0 == 1 and -1 or 2, 0, t.lane_pri },
+    }
+  end
+  return p
+end
+
+local function plan_fused(shape, t, arch)
+  local B, T = shape.batch, shape.seq_len
+  local BT = B * T
+  local p = new_plan(shape, t)
+  local wsp = p.wsp
+  local mode = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision]
+  local NJ = ceil_div(T, t.bj)
+
+  local products = {
+    { name = "grad_attn_out", comment = "gA [BT,1024] = grad_output [BT,1024] @ out_weight [1024,1024]",
+      m = BT, n = HID, k = HID, lda = HID, ldb = HID, ldc = HID, ta = false, tb = false,
+      a = "in:grad_output", b = "in:out_weight", c = "ws:gA", rowdot = true },
+    { name = "grad_out_weight", comment = "grad_out_weight [1024,1024] = grad_output^T @ attention_output",
+      m = HID, n = HID, k = BT, lda = HID, ldb = HID, ldc = HID, ta = true, tb = false,
+      a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight",
+      bias = "out:grad_out_bias", bias_part = "colpart_out" },
+    { name = "grad_hidden", comment = "grad_hidden_states [BT,1024] = grad_qkv [BT,3072] @ qkv_weight [3072,1024]",
+      m = BT, n = HID, k = QKV, lda = QKV, ldb = HID, ldc = HID, ta = false, tb = false,
+      a = "ws:gqkv", b = "in:qkv_weight", c = "out:grad_hidden_states", b_early = true },
+    { name = "grad_qkv_weight", comment = "grad_qkv_weight [3072,1024] = grad_qkv^T @ hidden_states",
+      m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
+      a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight", b_early = true,
+      bias = "out:grad_qkv_bias", bias_part = "colpart_qkv" },
+  }
+  -- Each product on mma.sync, or (wg = 1) on wgmma with B transposed into
+  -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
+  -- to TF32): whichever the model says is faster, the transpose included.
+  for _, g in ipairs(products) do
+    g.choice = tiles.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch))
+    if t.wg == 1 and not g.tb then
+      g.a_sw = t.a_smem == 1 and not g.ta
+      local w = tiles.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw)
+      local fed = t.tma == 1 and tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch))
+      if fed and fed.time < w.time then w = fed end
+      -- The transpose, as measured with tr_vec=1 (8.1 us at 4 MB, 13.7 at 12,
+      -- 27.8 at 32: 2.86 TB/s after 5.3 us; it was 2.6 TB/s after 9 us); a quarter of it
+      -- where it runs on a side lane long before the product (qkv_weight for
+      -- grad_hidden, hidden_states for grad_qkv_weight, both at the start):
+      -- it only takes bandwidth from the others then.
+      local transpose = 2 * g.n * g.k * 4 / 2.86e12 + 5.3e-6
+      w.time = w.time + (g.b_early and 0.25 or 1) * transpose
+      -- ga_tma=1: gA TMA-fed even where the model rates mma.sync faster.
+      local forced = g.rowdot and t.ga_tma == 1 and fed
+      if forced or w.time < g.choice.time then g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4 end
+    end
+  end
+  -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
+  -- (their tiles and splits chosen together: tiles.choose_pair).
+  -- pair_kv=1: the pair in two launches, its k and v parts (grad_hidden's K
+  -- slices 2 and 3 of 1024, grad_qkv_weight's rows 1024..3071) beside gQ as
+  -- soon as the pass has written gK and gV, its q part after gQ.
+  local pair_kv = t.pair_kv == 1 and t.pair > 0 and t.tma == 1 and t.wg == 1 and t.gs_store == 1
+  local pair = t.pair > 0 and t.tma == 1 and t.wg == 1 and
+               tiles.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2, pair_kv and { 3 } or nil)
+  if pair_kv and not (pair and pair[1].kslice == HID) then pair_kv = false end
+  if pair then
+    for i, g in ipairs { products[3], products[4] } do g.choice, g.kp = pair[i], ceil_div(g.k, 4) * 4 end
+  end
+
+  -- Workspace: gA [BT,1024], grad_qkv [BT,3072], D [B,16,T], within/cross
+  -- partials, gS, bias partials, column-sum partials; per product its
+  -- split-K partial products and its B transposed (wgmma): products may run
+  -- side by side, so none shares a region with another.
+  local gs_ld = ceil_div(T, t.gs_pad) * t.gs_pad -- gS rows, padded for 16-byte loads (at least)
+  -- gs_half: gS in fp16 (half the floats), 1/f per (b, h, key block) in gsinv,
+  -- |gA_i|^2 per row in gan (for f: templates/attention_wg.cu's gs_exponent).
+  local gs_half = t.gs_half == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
+  -- gs_round: gS stored rounded to TF32 by the wgmma pass, where gQ runs on wgmma too (fp32 gS).
+  local gs_round = t.gs_round == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 and
+                   not gs_half
+  p.reserve("gA", BT * HID)
+  p.reserve("gqkv", BT * QKV)
+  p.reserve("rowdot", B * H * T)
+  p.reserve("wcpart", B * H * NJ * 2)
+  p.reserve("gs", t.gs_store == 1 and (gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld) or 0)
+  p.reserve("gan", gs_half and B * H * T or 0)
+  p.reserve("gsinv", gs_half and B * H * NJ or 0)
+  local gan = gs_half and wsp("gan") or "i64:0"
+  local gsinv = gs_half and wsp("gsinv") or "i64:0"
+  p.reserve("biaspart", H * POS * 2)
+  p.reserve("colpart_out", COL_SPLIT * HID)
+  p.reserve("colpart_qkv", COL_SPLIT * QKV)
+  for _, g in ipairs(products) do
+    if g.choice.splits > 1 then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
+    if g.choice.wg then p.reserve("tB_" .. g.name, g.n * g.kp) end
+  end
+  local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
+
+  -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
+  -- stored transposed (through registers), gS's rows B, rounded in place.
+  local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
+  local att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
+  local att_tma = att_wg and t.att_tma == 1 -- P and Pd into it by the TMA
+  local any_wg = gq_wg or att_wg
+  for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
+  if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
+  p.render("tc_common.cu", {})
+  p.render("gemm_tc.cu", {})
+  if any_wg then
+    p.render("gemm_wg.cu", {})
+    -- the attention pass names the mbarrier helpers even where P_TMA leaves them unused
+    if t.tma == 1 or att_wg then p.render("tma.cu", {}) end
+    if t.tma == 1 then p.render("gemm_tma.cu", {}) end
+    p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })
+  end
+  -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
+  -- rounded (templates/transpose.cu); nothing for an mma.sync product.
+  local function transpose_b(g)
+    if not g.choice.wg then return end
+    p.kernel("transpose", { ceil_div(g.kp, 64), ceil_div(g.n, 64), 1 },
+             { bind(g.b), wsp("tB_" .. g.name), "i64:" .. g.k, "i32:" .. g.n, "i64:" .. g.kp })
+  end
+  -- A product whose A's column sums are a bias gradient makes them itself
+  -- (gemm_bias: TMA-fed TA products, templates/gemm_tma.cu), one row of sums
+  -- per K slice, added in slice order by colsum_final: with gemm_bias=2
+  -- always, 1 where its K is split or it is paired (pair > 0: the sums' own
+  -- pass would otherwise be the call's last kernel on its lane).
+  local function makes_sums(g, paired)
+    return g.bias and g.ta and (t.gemm_bias == 2 or t.gemm_bias == 1 and (g.choice.splits > 1 or paired))
+  end
+  -- A TMA-fed product's template values (templates/gemm_tma.cu) and its
+  -- arguments (A's map, B's map, output, column sums), and whether it makes
+  -- its A's column sums.
+  local function tma_product(g, paired)
+    local c, split = g.choice.config, g.choice.splits > 1
+    local sums = makes_sums(g, paired)
+    local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
+                     RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
+                     A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta }
+    -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
+    local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
+                  or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
+    local map_b = string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK)
+    local out = split and wsp("splitk_" .. g.name) or bind(g.c)
+    local colsum = not sums and "i64:0" or split and wsp(g.bias_part) or g.bias
+    return values, { map_a .. bind(g.a), map_b .. wsp("tB_" .. g.name), out, colsum }, sums
+  end
+  -- After a product on its lane: the reduce of its K slices, its column sums' last step.
+  local function finish_product(g, sums)
+    local kname, split = p.prefix .. "_" .. g.name, g.choice.splits > 1
+    if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
+      p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = g.m,
+                                                   SPLITS = g.choice.splits, NORMS = gs_half and 1 or 0 })
+      p.kernel(g.name .. "_reduce", { ceil_div(g.m * H * 32, 256), 1, 1 },
+               { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot"), gan })
+    elseif split then
+      p.render("splitk_reduce_kernel.cu", {
+        NAME = kname .. "_reduce", GEMM = g.name, NELEM = g.m * g.n, SPLITS = g.choice.splits })
+      p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
+               { wsp("splitk_" .. g.name), bind(g.c), "f32:one" })
+    end
+    if sums and split then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
+  end
+  -- One product in its own launch; true where it made its column sums.
+  local function gemm(g)
+    local c, kname = g.choice.config, p.prefix .. "_" .. g.name
+    local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
+    local out = g.choice.splits > 1 and wsp("splitk_" .. g.name) or bind(g.c)
+    local sums = false
+    if g.choice.tma then
+      local values, args
+      values, args, sums = tma_product(g)
+      values.NAME, values.COMMENT = kname, g.comment .. "; B transposed"
+      p.render("gemm_tma_kernel.cu", values)
+      p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] },
+               { tma_threads(c), 1, 1 }, tma_smem(c, g.ta))
+    elseif g.choice.wg then
+      p.render("gemm_wg_kernel.cu", {
+        NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
+        LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,
+        SPLITS = g.choice.splits, A_SW = g.a_sw,
+      })
+      p.kernel(g.name, grid, { bind(g.a), wsp("tB_" .. g.name), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 },
+               wg_smem(c, g.ta, g.a_sw))
+    else
+      p.render("gemm_tc_kernel.cu", {
+        NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
+        TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
+        WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
+      })
+      p.kernel(g.name, grid, { bind(g.a), bind(g.b), out, "f32:one" }, { c.warps_m * c.warps_n * 32, 1, 1 },
+               gemm_smem(c, g.ta, g.tb))
+    end
+    finish_product(g, sums)
+    return sums
+  end
+  -- Two TMA-fed products in one launch (pair > 0), g1's blocks first, then
+  -- each one's reduce and sums on the lane; returns whether each made its sums.
+  -- part (pair_kv): nil for all of both; "kv" or "q" for the blocks of that
+  -- part (the caller then finishes the products after both parts).
+  local function gemm_pair(g1, g2, part)
+    local name = g1.name .. "_and_" .. g2.name .. (part and "_" .. part or "")
+    local v1, a1, s1 = tma_product(g1, true)
+    local v2, a2, s2 = tma_product(g2, true)
+    local values = { NAME = p.prefix .. "_" .. name, NAME1 = g1.name, NAME2 = g2.name, COMMENT1 = g1.comment,
+                     COMMENT2 = g2.comment }
+    for k, v in pairs(v1) do values[k .. "1"] = v end
+    for k, v in pairs(v2) do values[k .. "2"] = v end
+    -- Each product's blocks: K slices [S0, S0 + NS) x tile rows [Y0, Y0 + NY).
+    local blocks = 0
+    for i, g in ipairs { g1, g2 } do
+      local c = g.choice
+      local s0, ns, y0, ny = 0, c.splits, 0, ceil_div(g.m, c.config.bm)
+      if part and g.name == "grad_hidden" then -- K slices of 1024: q, k, v
+        if part == "kv" then s0, ns = 1, 2 else s0, ns = 0, 1 end
+      elseif part then -- grad_qkv_weight's rows: q's the first 1024
+        local q_rows = HID // c.config.bm
+        if part == "kv" then y0, ny = q_rows, ny - q_rows else ny = q_rows end
+      end
+      values["S0" .. i], values["NS" .. i], values["Y0" .. i], values["NY" .. i] = s0, ns, y0, ny
+      blocks = blocks + ceil_div(g.n, c.config.bn) * ny * ns
+    end
+    p.render("gemm_tma_pair_kernel.cu", values)
+    p.kernel(name, { blocks, 1, 1 },
+             { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" },
+             { tma_threads(g1.choice.config), 1, 1 }, math.max(g1.choice.smem, g2.choice.smem))
+    if not part then
+      finish_product(g1, s1)
+      finish_product(g2, s2)
+    end
+    return s1, s2
+  end
+
+  -- Three lanes. Lane 0 (the stream of greatest priority) is the chain
+  -- every output waits on: gA, the attention pass, gQ, grad_hidden. What needs only the
+  -- inputs (grad_out_weight, grad_out_bias, the transposed weights) runs on
+  -- lanes 1 and 2 beside it, and what needs only gS or grad_qkv (the bias
+  -- sums, grad_qkv_weight, grad_qkv_bias) beside the rest of the chain. Most
+  -- of these kernels fill a fraction of the GPU on small shapes; side by side
+  -- they fill it together. Launches are issued in the order the chain needs.
+  local gattn, gow, ghid, gqw = products[1], products[2], products[3], products[4]
+  transpose_b(gattn)
+  gemm(gattn)
+  -- side_start=1: the side lanes start once gA (and its reduce) is done, so
+  -- that gA's blocks find the SMs free instead of behind theirs.
+  if t.side_start == 1 then p.signal("grad_attn_out") end
+  p.on(1)
+  if t.side_start == 1 then p.wait("grad_attn_out") end
+  transpose_b(ghid)
+  if ghid.choice.wg then p.signal("ghid_b") end
+  transpose_b(gow)
+  if not gemm(gow) then p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out") end
+  p.on(2)
+  if t.side_start == 1 then p.wait("grad_attn_out") end
+  transpose_b(gqw)
+  if pair then p.signal("gqw_b") end
+  local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
+  if zero_early then -- grad_edit_region_bias's rows past T, while the products run
+    p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
+    p.signal("bias_zero")
+  end
+  p.on(0)
+  if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
+    p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
+  end
+  if t.gs_store == 0 then -- the red.add targets start at zero
+    p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
+           { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
+    p.kernel("zero", { ceil_div(BT * HID // 4, 256), 1, 1 }, { wsp("gqkv"), "i64:" .. BT, "i32:" .. HID, "i64:" .. QKV })
+  end
+
+  if att_wg then
+    -- With att_tma, P and Pd through tensor maps over [B*16*T/4, 4T]: four rows
+    -- of P per map row, since T floats are not a multiple of 16 bytes at odd T;
+    -- boxes of 8 x 68, not swizzled (templates/attention_wg.cu).
+    local p_map = string.format("tmap:%d:%d:%d:8:68:0:", B * H * T // 4, 4 * T, 4 * T)
+    local probs = att_tma and p_map .. "in:attention_probs" or "in:attention_probs"
+    local dropped = att_tma and p_map .. "in:attention_probs_dropped" or "in:attention_probs_dropped"
+    -- gA and q rows through tensor maps too: boxes of 32 rows x 32 floats, swizzled.
+    local ga_map = string.format("tmap:%d:%d:%d:32:32:1:", BT, HID, HID) .. wsp("gA")
+    local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
+    p.kernel("attention_wg", { ceil_div(NJ, t.att_kb), B * H, 1 },
+           { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
+             "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale", gan, gsinv, "f32:dropout_p" }, nil,
+           attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb))
+  else
+    p.kernel("attention", { NJ, B * H, 1 },
+           { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
+             "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
+             -- grad_edit_region_bias: summed into with gs_store=0 only (else unused: gs in its place)
+             t.gs_store == 0 and "out:grad_edit_region_bias" or wsp("gs"), wsp("wcpart"), wsp("gs"), "f32:scale" },
+           nil,
+           attention_smem(t.bj, t.gs_store, t.p_stages))
+  end
+  p.signal("attention")
+  if t.gs_store == 0 then
+    p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    p.signal("grad_qkv")
+  else
+    p.on(1)
+    p.wait("attention")
+    if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
+    p.bias_sums(wsp("gs"), zero_early and T or POS, gsinv)
+    p.on(0)
+    -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
+    local kname = p.prefix .. "_grad_query"
+    if gq_wg then
+      local w = { bm = 64, bn = t.gq_bn, stages = 4 }
+      p.render("gemm_wg_batched_kernel.cu", {
+        NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
+        M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
+        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D, SB1 = H * T * gs_ld,
+        SB0 = T * gs_ld, SC1 = T * QKV, SC0 = D, B_T = gs_half and "unsigned short" or "float", NKB = NJ,
+        B_RAW = not gs_round,
+      })
+      -- gs_half: the inverse scales of the K blocks follow the stages.
+      local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
+      p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H },
+               { "in:key", wsp("gs"), wsp("gqkv"), "f32:scale", gsinv }, { w.bm // 64 * 128, 1, 1 }, smem)
+    else
+      local c = GEMM_CONFIGS[3]
+      p.render("gemm_tc_batched_kernel.cu", {
+        NAME = kname, COMMENT = "gQ = scale * gS @ k_h per (b, h), into grad_qkv[:, 0:1024]",
+        M = T, N = D, K = T, LDA = gs_ld, LDB = D, LDC = QKV, TA = false, TB = false, MODE = mode,
+        BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m, WARPS_N = c.warps_n, STAGES = c.stages,
+        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H,
+        SA1 = H * T * gs_ld, SA0 = T * gs_ld, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
+      })
+      p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
+               { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
+    end
+    p.signal("grad_qkv")
+  end
+  -- grad_qkv_bias in a pass of its own on lane 1, where grad_qkv_weight does not make it.
+  local function qkv_bias_pass()
+    p.on(1)
+    p.wait("grad_qkv")
+    p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV, "colpart_qkv")
+  end
+  if pair then -- on the chain, after gQ: grad_qkv is complete
+    if not makes_sums(gqw, true) then qkv_bias_pass() end
+    local g1, g2 = ghid, gqw
+    if pair.swapped then g1, g2 = gqw, ghid end
+    if pair_kv then -- the k and v parts beside gQ, as soon as the pass has written gK and gV
+      p.on(2)
+      p.wait("attention")
+      p.wait("ghid_b")
+      gemm_pair(g1, g2, "kv")
+      p.signal("pair_kv")
+    end
+    p.on(0)
+    p.wait("ghid_b")
+    p.wait("gqw_b")
+    if pair_kv then -- the q part, then both products finished
+      local s1, s2 = gemm_pair(g1, g2, "q")
+      p.wait("pair_kv")
+      finish_product(g1, s1)
+      finish_product(g2, s2)
+    else
+      gemm_pair(g1, g2)
+    end
+  else
+    p.on(2)
+    p.wait("grad_qkv")
+    if not gemm(gqw) then qkv_bias_pass() end
+    p.on(0)
+    if ghid.choice.wg then p.wait("ghid_b") end
+    gemm(ghid)
+  end
+
+  -- Two attention blocks per SM where two fit (each also holds 1 KiB the
+  -- system reserves); the kernel then keeps to 128 registers.
+  local att_bytes = attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 + 1024
+  p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
+                                   STORE_GS = t.gs_store, GS_LD = gs_ld, KV_SPLIT = t.kv_split, P_STAGES = t.p_stages,
+                                   MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
+                                   SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
+  if att_wg then
+    local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
+                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
+                     GS_ROUND = gs_round and 1 or 0 }
+    p.render("attention_wg.cu", values)
+    p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
+  end
+  if t.gs_store == 1 then
+    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0 })
+  end
+  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
+  local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
+  if any_wg then plan.compile_arch = (arch or "sm_90") .. "a" end
+  return plan
+end
+
+local function plan_sequence(shape, t, arch)
+  local B, T = shape.batch, shape.seq_len
+  local BT = B * T
+  local p = new_plan(shape, t)
+  local wsp = p.wsp
+  -- Workspace: gA [BT,1024], gS [B,16,T,T], grad_qkv [BT,3072], column partials, bias partials.
+  p.reserve("gA", BT * HID)
+  p.reserve("gS", B * H * T * T)
+  p.reserve("gqkv", BT * QKV)
+  p.reserve("colpart", COL_SPLIT * QKV)
+  p.reserve("biaspart", H * POS * 2)
+
+  if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
+  p.render("tc_common.cu", {})
+  p.render("gemm_common.cu", {})
+  local function gemm(name, g)
+    p.render("gemm_kernel.cu", {
+      NAME = p.prefix .. "_" .. name, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb,
+      LDC = g.ldc, TA = g.ta, TB = g.tb, MODE = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision], INNER = g.inner or 1,
+      SA1 = g.sa1 or 0, SA0 = g.sa0 or 0, SB1 = g.sb1 or 0, SB0 = g.sb0 or 0, SC1 = g.sc1 or 0, SC0 = g.sc0 or 0,
+    })
+    p.kernel(name, { ceil_div(g.n, 64), ceil_div(g.m, 64), g.batches or 1 }, { g.a, g.b, g.c, g.alpha or "f32:one" },
+             { 128, 1, 1 })
+  end
+
+  gemm("grad_attn_out", { comment = "gA [BT,1024] = grad_output [BT,1024] @ out_weight [1024,1024]",
+    m = BT, n = HID, k = HID, lda = HID, ldb = HID, ldc = HID, ta = false, tb = false,
+    a = "in:grad_output", b = "in:out_weight", c = wsp("gA") })
+  gemm("grad_out_weight", { comment = "grad_out_weight [1024,1024] = grad_output^T @ attention_output",
+    m = HID, n = HID, k = BT, lda = HID, ldb = HID, ldc = HID, ta = true, tb = false,
+    a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight" })
+  p.colsum("in:grad_output", "out:grad_out_bias", BT, HID)
+  gemm("grad_probs", { comment = "gPd [b,h][T,T] = gA_h [T,64] @ v_h^T",
+    m = T, n = T, k = D, lda = HID, ldb = D, ldc = T, ta = false, tb = true, inner = H, batches = B * H,
+    sa1 = T * HID, sa0 = D, sb1 = H * T * D, sb0 = T * D, sc1 = H * T * T, sc0 = T * T,
+    a = wsp("gA"), b = "in:value", c = wsp("gS") })
+  p.kernel("grad_scores", { B * H * T, 1, 1 },
+         { wsp("gS"), "in:attention_probs", "in:attention_probs_dropped", "in:attention_mask" })
+  p.bias_sums(wsp("gS"))
+  gemm("grad_query", { comment = "gQ = scale * gS [T,T] @ k_h [T,64], into grad_qkv[:, 0:1024]",
+    m = T, n = D, k = T, lda = T, ldb = D, ldc = QKV, ta = false, tb = false, inner = H, batches = B * H,
+    sa1 = H * T * T, sa0 = T * T, sb1 = H * T * D, sb0 = T * D, sc1 = T * QKV, sc0 = D,
+    a = wsp("gS"), b = "in:key", c = wsp("gqkv"), alpha = "f32:scale" })
+  gemm("grad_key", { comment = "gK = scale * gS^T @ q_h, into grad_qkv[:, 1024:2048]",
+    m = T, n = D, k = T, lda = T, ldb = D, ldc = QKV, ta = true, tb = false, inner = H, batches = B * H,
+    sa1 = H * T * T, sa0 = T * T, sb1 = H * T * D, sb0 = T * D, sc1 = T * QKV, sc0 = D,
+    a = wsp("gS"), b = "in:query", c = wsp("gqkv", HID), alpha = "f32:scale" })
+  gemm("grad_value", { comment = "gV = Pd^T @ gA_h, into grad_qkv[:, 2048:3072]",
+    m = T, n = D, k = T, lda = T, ldb = HID, ldc = QKV, ta = true, tb = false, inner = H, batches = B * H,
+    sa1 = H * T * T, sa0 = T * T, sb1 = T * HID, sb0 = D, sc1 = T * QKV, sc0 = D,
+    a = "in:attention_probs_dropped", b = wsp("gA"), c = wsp("gqkv", 2 * HID) })
+  gemm("grad_hidden", { comment = "grad_hidden_states [BT,1024] = grad_qkv [BT,3072] @ qkv_weight [3072,1024]",
+    m = BT, n = HID, k = QKV, lda = QKV, ldb = HID, ldc = HID, ta = false, tb = false,
+    a = wsp("gqkv"), b = "in:qkv_weight", c = "out:grad_hidden_states" })
+  gemm("grad_qkv_weight", { comment = "grad_qkv_weight [3072,1024] = grad_qkv^T @ hidden_states",
+    m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
+    a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
+  p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
+
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0 })
+  p.render("grad_scores.cu", { PREFIX = p.prefix })
+  p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
+  return p.finish(arch, 4)
+end
+
+function M.plan(shape, t, arch)
+  if t.fused == 1 then return plan_fused(shape, t, arch) end
+  return plan_sequence(shape, t, arch)
+end
+
+return M
