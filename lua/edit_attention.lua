@@ -109,6 +109,9 @@ function M.heuristic(shape, arch)
   -- lanes' transposes and bias sums, and on the small calls saves under a
   -- microsecond. So gS stays as computed; explore flips it.
   t.gs_round = 0
+  -- gq_tma=1: gQ's product TMA-fed and persistent (templates/grad_query_tma.cu),
+  -- gq_bn rows of gS a tile. Not measured yet (built 2026-12-04 without a GPU).
+  t.gq_tma = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -160,6 +163,8 @@ local CHOICES = {
                          .. "where the attention pass and gQ run on wgmma" },
   { "gs_round", { 0, 1 }, "gS stored as computed, gQ's product rounding it to TF32, or stored rounded by the "
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
+  { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "
+                        .. "wg_gq=1 and gS is fp32" },
 }
 
 -- "a, b or c"
@@ -306,6 +311,13 @@ function M.candidates(shape)
   local rounded = M.heuristic(shape) -- gS stored rounded to TF32, gQ reading it as stored
   rounded.gs_round = 1
   add(rounded)
+  if first.tma == 1 and first.wg_gq == 1 then -- gQ TMA-fed, on gS as computed and stored rounded
+    for _, round in ipairs { 0, 1 } do
+      local fed = M.heuristic(shape)
+      fed.gq_tma, fed.gs_round = 1, round
+      add(fed)
+    end
+  end
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

@@ -31,6 +31,7 @@ local tiles = require "projection_tiles"
 local M = {}
 
 local H, D, HID, QKV, POS, COL_SPLIT = limits.H, limits.D, limits.HID, limits.QKV, limits.POS, limits.COL_SPLIT
+local SMS = limits.SMS
 local ceil_div, smem_limit, att_on_wg = limits.ceil_div, limits.smem_limit, limits.att_on_wg
 local attention_smem, attention_wg_smem = limits.attention_smem, limits.attention_wg_smem
 local GEMM_BK, GEMM_CONFIGS = tiles.GEMM_BK, tiles.GEMM_CONFIGS
@@ -212,6 +213,7 @@ local function plan_fused(shape, t, arch)
   -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
   -- stored transposed (through registers), gS's rows B, rounded in place.
   local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
+  local gq_tma = gq_wg and t.gq_tma == 1 and t.tma == 1 and not gs_half -- gQ TMA-fed (fp32 gS)
   local att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
   local att_tma = att_wg and t.att_tma == 1 -- P and Pd into it by the TMA
   local any_wg = gq_wg or att_wg
@@ -417,7 +419,20 @@ local function plan_fused(shape, t, arch)
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local kname = p.prefix .. "_grad_query"
-    if gq_wg then
+    if gq_tma then
+      -- gq_bn rows of one head's gS a tile, as many blocks as tiles or SMs
+      -- (templates/grad_query_tma.cu); stages and k's slots fill the shared memory.
+      local bm = t.gq_bn
+      local stages, raw = bm == 128 and 7 or 10, 4
+      local tiles = B * H * ceil_div(T, bm)
+      p.render("grad_query_tma.cu", { NAME = kname, T = T, Z = B * H, BM = bm, STAGES = stages, RAW = raw,
+                                      A_ROUND = not gs_round })
+      local smem = (stages * (bm + D) * GEMM_BK + raw * GEMM_BK * D) * 4 + (3 * stages + 2 * raw) * 8 + 1024
+      p.kernel("grad_query", { math.min(tiles, SMS), 1, 1 },
+               { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * T, T, gs_ld, bm, GEMM_BK) .. wsp("gs"),
+                 string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
+                 wsp("gqkv"), "f32:scale" }, { 128 + bm // 64 * 128, 1, 1 }, smem)
+    elseif gq_wg then
       local w = { bm = 64, bn = t.gq_bn, stages = 4 }
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",

@@ -133,6 +133,14 @@ __device__ __forceinline__ void wgmma_n32_tf32_ss(float (&d)[16], unsigned long 
                  : "l"(a), "l"(b));
 }
 
+// d[32] += A (64 x 8, descriptor a) @ B (8 x 64, descriptor b), both K-major.
+__device__ __forceinline__ void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 {" TC_WG_REGS32 "}, %32, %33, p, 1, 1;\n}\n"
+                 : TC_WG_ACC32(d)
+                 : "l"(a), "l"(b));
+}
+
 // d[32] += A (64 x 8 in registers, as wgmma_n128_tf32's) @ B (8 x 64, descriptor b).
 __device__ __forceinline__ void wgmma_n64_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"

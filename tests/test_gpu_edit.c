@@ -6,7 +6,7 @@
  * organisation (att_kb) where the heuristic would not take it, at T that
  * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
  * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
- * to TF32 (gs_round), and
+ * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -144,6 +144,20 @@ int main(void) {
     runs[n++].c.tiles = "gs_round=1";
     runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, 0, "gs_round=1");
     runs[n++].c.tiles = "gs_round=1";
+    /* gQ TMA-fed and persistent (gq_tma=1): tiles of 64 and 128 rows, gS rounded by it or stored rounded,
+     * odd T with key zeros, T = 17 (one k tile, keys past T zeroed), and blocks that take several tiles
+     * (B=4,T=640 with 128 rows: 320 tiles; B=1,T=1000 with 64: 256). */
+    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 gq_tma=1");
+    runs[n++].c.tiles = "gq_tma=1";
+    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gs_round=1 gq_bn=128");
+    runs[n++].c.tiles = "gq_tma=1 gs_round=1 gq_bn=128";
+    runs[n] = make_run(3, 17, 0.0, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS | CHECK_EDIT_BIASES,
+                       "mask0 biases gq_tma=1");
+    runs[n++].c.tiles = "gq_tma=1";
+    runs[n] = make_run(4, 640, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gq_bn=128");
+    runs[n++].c.tiles = "gq_tma=1 gq_bn=128";
+    runs[n] = make_run(1, 1000, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gs_round=1");
+    runs[n++].c.tiles = "gq_tma=1 gs_round=1";
     runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, CHECK_EDIT_MASK_ZEROS, "mask0");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);

@@ -629,8 +629,8 @@ static void edit_attention_plans(void **state) {
                     if (is_pair(x)) {
                         check_tma_pair(&p, l, &s);
                         pairs++;
-                    } else if (!strncmp(x->args[0], "tmap:", 5)) {
-                        const product_view v = view_product(&p, x, "");
+                    } else if (!strncmp(x->args[0], "tmap:", 5) && strcmp(kind, "grad_query")) {
+                        const product_view v = view_product(&p, x, ""); /* gq_tma=1's gQ: gq_tma_plans */
                         check_tma_product(&p, x, &v, &s);
                     }
                     if (!strcmp(kind, "grad_query") && strstr(p.source, "gQ^T = scale")) {
@@ -644,7 +644,7 @@ static void edit_attention_plans(void **state) {
                         snprintf(tiles, sizeof tiles, "wgmma tiles 64x%ldx32", bn);
                         assert_non_null(strstr(p.source, tiles));
                     }
-                    tma_products += !strncmp(x->args[0], "tmap:", 5);
+                    tma_products += !strncmp(x->args[0], "tmap:", 5) && strcmp(kind, "grad_query");
                     if (x->grid[2] > 1 && strcmp(kind, "grad_query")) { /* grad_query: z is (b, h) */
                         assert_true(l + 1 < p.n_launches);
                         assert_non_null(strstr(p.launches[l + 1].name, "_reduce"));
@@ -679,7 +679,7 @@ static void edit_attention_plans(void **state) {
             check_lanes(&p);
             check_pdl(&p);
             /* gQ on wgmma (wg_gq=1 with wg=1 and gs_store=1) needs sm_90a too, and no transpose. */
-            const int gq_wg = strstr(p.source, "gQ^T = scale") != NULL;
+            const int gq_wg = strstr(p.source, "gQ^T = scale") || strstr(p.source, "namespace gq {");
             assert_int_equal(gq_wg, fused && tile(p.tiles, "wg_gq") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store"));
             /* ... and so does the attention pass on wgmma (wg_att=1 where it applies). */
             const int att_wg = strstr(p.source, "_attention_wg(") != NULL;
@@ -838,6 +838,49 @@ static void gs_round_plans(void **state) {
     gen_close(g);
 }
 
+/* gq_tma=1: gQ TMA-fed and persistent, one block a tile of gq_bn rows of one
+ * head's gS up to one an SM, its two tensor maps (gS over its padded rows,
+ * k as [B*16*T, 64]) and shared memory within the H200's; gS rounded by it
+ * (A_ROUND) unless the pass stored it rounded (gs_round=1). With gS in fp16
+ * (gs_half=1) gQ stays the batched wgmma product. */
+static void gq_tma_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 373}, {32, 773}, {2, 17}};
+    const char *tiles[] = {"gq_tma=1", "gq_tma=1 gs_round=1", "gq_tma=1 gs_half=1"};
+    for (size_t i = 0; i < 3; ++i)
+        for (size_t v = 0; v < 3; ++v) {
+            const int64_t B = shapes[i][0], T = shapes[i][1], ld = (T + 3) / 4 * 4;
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+            kernel_plan p;
+            assert_int_equal(gen_plan(g, &s, "sm_90", tiles[v], &p), ATTNBWD_OK);
+            const plan_launch *gq = launch_named(&p, "_grad_query");
+            assert_non_null(gq);
+            if (v == 2) {
+                assert_null(strstr(p.source, "namespace gq {"));
+                assert_int_equal(gq->n_args, 5); /* the batched product's */
+                kernel_plan_free(&p);
+                continue;
+            }
+            const long bm = tile(p.tiles, "gq_bn"), tiles_n = B * 16 * ((T + bm - 1) / bm);
+            assert_int_equal(gq->grid[0], tiles_n < 132 ? tiles_n : 132);
+            assert_int_equal(gq->grid[1] * gq->grid[2], 1);
+            assert_int_equal(gq->block[0], 128 + bm / 64 * 128);
+            assert_true(gq->shared_bytes <= 227 * 1024 && gq->shared_bytes > 150 * 1024);
+            assert_int_equal(gq->n_args, 4);
+            char map[128];
+            snprintf(map, sizeof map, "tmap:%lld:%lld:%lld:%ld:32:1:", (long long)(B * 16 * T), (long long)T,
+                     (long long)ld, bm);
+            assert_int_equal(strncmp(gq->args[0], map, strlen(map)), 0);
+            snprintf(map, sizeof map, "tmap:%lld:64:64:32:64:0:in:key", (long long)(B * 16 * T));
+            assert_string_equal(gq->args[1], map);
+            assert_string_equal(gq->args[3], "f32:scale");
+            assert_non_null(strstr(p.source, v == 1 ? "constexpr bool A_ROUND = 0;" : "constexpr bool A_ROUND = 1;"));
+            kernel_plan_free(&p);
+        }
+    gen_close(g);
+}
+
 /* Problem 2 on devices with less shared memory than the H200: the heuristic's
  * kernels fit each architecture's per-block limit, and an architecture
  * without the tensor-core instructions is refused with the reason. */
@@ -952,6 +995,7 @@ int main(void) {
         cmocka_unit_test(gh_trunc_plans),
         cmocka_unit_test(gs_half_plans),
         cmocka_unit_test(gs_round_plans),
+        cmocka_unit_test(gq_tma_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
