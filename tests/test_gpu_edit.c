@@ -6,7 +6,8 @@
  * organisation (att_kb) where the heuristic would not take it, at T that
  * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
  * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
- * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), and
+ * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), a case past 2^31
+ * elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -18,7 +19,8 @@
  * texts, one of which the case's name must contain, e.g. "extra,T=691").
  *
  * Cost: the CPU reference dominates (B=32, T=773 takes several seconds on 16
- * cores, ~6.5 GB of host memory); the whole test is some minutes. */
+ * cores, ~6.5 GB of host memory; B=129, T=1021 about a minute and ~40 GB);
+ * the whole test is some minutes. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -158,6 +160,9 @@ int main(void) {
     runs[n++].c.tiles = "gq_tma=1 gq_bn=128";
     runs[n] = make_run(1, 1000, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gs_round=1");
     runs[n++].c.tiles = "gq_tma=1 gs_round=1";
+    /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
+     * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
+    runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");
     runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, CHECK_EDIT_MASK_ZEROS, "mask0");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);
