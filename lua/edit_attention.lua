@@ -5,6 +5,7 @@
 -- lua/projection_tiles.lua; device limits: lua/edit_attention_limits.lua.
 local render = require "render"
 local limits = require "edit_attention_limits"
+local plans = require "edit_attention_plan"
 
 local M = {}
 
@@ -335,8 +336,6 @@ function M.candidates(shape)
   return out
 end
 
-function M.plan(shape, t, arch)
-  return require("edit_attention_plan").plan(shape, t, arch)
-end
+function M.plan(shape, t, arch) return plans.plan(shape, t, arch) end
 
 return M
