@@ -1,0 +1,115 @@
+// The TMA-fed wgmma templates on the CPU (tests/emu/cuda_on_cpu.h), against
+// double-precision products. First templates/gemm_tma.cu, whose kernels pass
+// on the H200: that checks the CPU model (the TMA's boxes and swizzle, the
+// wgmma descriptors and fragments, the barrier phases) against the hardware;
+// then templates/grad_query_tma.cu (tile gq_tma=1) in the configurations
+// tests/CMakeLists.txt renders: one and two consumer warpgroups, gS rounded
+// by the kernel or not, T = 1, 17, 129, 200, blocks that walk several tiles
+// (reusing stages and k's slots across tiles). Each checks every output
+// against the product, that nothing outside gQ's columns is written, that
+// gS's row padding is never read (NaN there) and that nothing of one head
+// reaches another's rows (an infinity in head 1's first key).
+#include "cuda_on_cpu.h"
+
+#include <cmath>
+
+#include "gemm_tma.cu"
+
+namespace {
+
+uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+double uniform_pm1() {
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) * 0x1.0p-53 * 2 - 1;
+}
+
+// TF32 products of values in [-1, 1]: errors of about 1e-3 of the largest
+// output; a wrong tile, offset or phase is off by the size of the outputs.
+bool close_enough(double worst, double refmax) { return worst <= 2e-3 * refmax; }
+
+// C = op(A) @ B^T on 128 x BN tiles, K in slices of KSPLIT (each slice's C
+// apart, added here); A [M, K] or (TA) [K, M], B [N, K].
+template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT> bool gemm_case() {
+    constexpr int BM = 128, STAGES = 4, RAW = 2;
+    constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT;
+    std::vector<float> A(M * K), B(N * K), C(SPLITS * M * N, NAN);
+    for (auto &x : A) x = (float)uniform_pm1();
+    for (auto &x : B) x = (float)uniform_pm1();
+    const tc::tma_map ma = TA ? tc::tma_map{A.data(), K, M, M, 32, BM, 0} : tc::tma_map{A.data(), M, K, K, BM, 32, 1};
+    const tc::tma_map mb{B.data(), N, K, K, BN, 32, 1};
+    const int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM - 1) / BM);
+    emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
+        const int id = (int)blockIdx.x, split = id / (gx * gy), bx = id % gx, by = id / gx % gy;
+        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, false, TRUNC>(&ma, &mb, C.data() + split * M * N, N, 1.f,
+                                                                             split, nullptr, bx, by);
+    });
+    double worst = 0, refmax = 0;
+    for (long long m = 0; m < M; ++m)
+        for (long long n = 0; n < N; ++n) {
+            double r = 0, o = 0;
+            for (long long k = 0; k < K; ++k) r += (double)(TA ? A[k * M + m] : A[m * K + k]) * B[n * K + k];
+            for (long long s = 0; s < SPLITS; ++s) o += C[s * M * N + m * N + n];
+            worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
+            refmax = std::fmax(refmax, std::fabs(r));
+        }
+    const bool ok = close_enough(worst, refmax);
+    printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d M=%lld N=%lld K=%lld in %lld slice(s): max abs err %.3g of %.3g\n",
+           ok ? "PASS" : "FAIL", TA, BN, TRUNC, M, N, K, SPLITS, worst, refmax);
+    return ok;
+}
+
+using gq_kernel = void (*)(const tc::tma_map, const tc::tma_map, float *, float);
+
+// gQ [b, h] = alpha * gS [b, h] @ k [b, h] into grad_qkv's first 1024 columns.
+bool gq_case(const char *name, gq_kernel kernel, int B, int T, int BM, int a_round, int grid) {
+    const int LD = (T + 3) / 4 * 4, Z = B * 16, tiles = Z * ((T + BM - 1) / BM);
+    std::vector<float> gs((size_t)Z * T * LD), key((size_t)Z * T * 64), out((size_t)B * T * 3072, NAN);
+    for (size_t r = 0; r < (size_t)Z * T; ++r)
+        for (int j = 0; j < LD; ++j) gs[r * LD + j] = j < T ? (float)uniform_pm1() : NAN;
+    for (auto &x : key) x = (float)uniform_pm1();
+    if (Z > 1) key[(size_t)T * 64] = INFINITY;
+    const tc::tma_map map_gs{gs.data(), (long long)Z * T, T, LD, BM, 32, 1}, map_k{key.data(), (long long)Z * T, 64, 64, 32, 64, 0};
+    const float alpha = 0.125f;
+    emu_launch((unsigned)(grid ? grid : tiles < 132 ? tiles : 132), 128 + BM / 64 * 128,
+               [&] { kernel(map_gs, map_k, out.data(), alpha); });
+    double worst = 0, refmax = 0;
+    long outside = 0;
+    for (int b = 0; b < B; ++b)
+        for (int i = 0; i < T; ++i) {
+            const float *row = &out[((size_t)b * T + i) * 3072];
+            for (int c = 1024; c < 3072; ++c) outside += !std::isnan(row[c]);
+            for (int h = 0; h < 16; ++h) {
+                const int z = b * 16 + h;
+                if (z == 1) continue; // its rows meet the infinity
+                for (int d = 0; d < 64; ++d) {
+                    double r = 0;
+                    for (int j = 0; j < T; ++j) r += (double)gs[((size_t)z * T + i) * LD + j] * key[((size_t)z * T + j) * 64 + d];
+                    r *= alpha;
+                    const double o = row[h * 64 + d];
+                    worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
+                    refmax = std::fmax(refmax, std::fabs(r));
+                }
+            }
+        }
+    const bool ok = close_enough(worst, refmax) && outside == 0;
+    printf("%s %s: B=%d T=%d BM=%d A_ROUND=%d, %d blocks for %d tiles: max abs err %.3g of %.3g, %ld written outside gQ\n",
+           ok ? "PASS" : "FAIL", name, B, T, BM, a_round, grid ? grid : tiles < 132 ? tiles : 132, tiles, worst, refmax,
+           outside);
+    return ok;
+}
+
+} // namespace
+
+#include "emu_gq_kernels.inc"
+
+int main() {
+    int failed = 0;
+    failed += !gemm_case<false, 256, false, 200, 256, 100, 128>();
+    failed += !gemm_case<true, 256, false, 200, 256, 100, 128>();
+    failed += !gemm_case<false, 128, true, 130, 200, 300, 128>();
+    failed += !gemm_case<true, 128, false, 130, 200, 300, 160>();
+#define GQ_CASE(kernel, B, T, BM, ROUND, GRID) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID);
+#include "emu_gq_cases.inc"
+    printf("%d failed\n", failed);
+    return failed ? 1 : 0;
+}
