@@ -1,0 +1,182 @@
+// CUDA on the CPU, as far as the TMA-fed wgmma templates need it
+// (templates/gemm_tma.cu): one std::thread per CUDA
+// thread, blocks one after another; mbarriers with phases, parity waits and
+// transaction bytes; 2-D TMA boxes copied at once (zeros past the tensor, the
+// 128-byte swizzle on shared-memory offsets); wgmma m64nNk8 TF32 with both
+// operands K-major in that swizzle, read through its descriptor, each thread
+// computing its own accumulator fragment and reading operands as the tensor
+// cores do (the low 13 bits dropped). wgmma's fence, commit and wait are
+// .sync.aligned: a warp's lanes meet there. A wait that never ends is
+// reported and aborts. The model is checked against templates/gemm_tma.cu,
+// whose kernels pass on the H200 (tests/test_emu_tma.cpp).
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(a, b)
+#define __grid_constant__
+#define __restrict__
+#define __shared__
+struct dim3e { unsigned x = 0, y = 0, z = 0; };
+inline thread_local dim3e threadIdx, blockIdx;
+inline dim3e gridDim, blockDim;
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+inline float2 make_float2(float a, float b) { return {a, b}; }
+inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+typedef long long i64;
+
+constexpr size_t EMU_SMEM = 232448;
+// One block's shared memory: the symbol smem4, which the templates' block-scope
+// `extern __shared__ float4 smem4[]` names in any namespace (a kernel's is
+// extern "C"; tc's functions' is tc::smem4, given that symbol here).
+alignas(1024) inline float4 smem4[EMU_SMEM / 16];
+namespace tc { extern float4 smem4[EMU_SMEM / 16] __asm__("smem4"); }
+
+namespace emu {
+struct bar {
+    unsigned expected = 0, pending = 0;
+    long long tx = 0;
+    unsigned long long done = 0;
+    std::condition_variable cv; // its waiters only
+};
+inline std::mutex mu;
+inline std::condition_variable cv;
+inline std::unordered_map<const void *, bar> bars;
+inline void complete_if(bar &b) {
+    if (b.pending == 0 && b.tx == 0) { b.done++; b.pending = b.expected; b.cv.notify_all(); }
+}
+// __syncthreads for one block of n threads
+inline unsigned sync_n = 0, sync_arrived = 0, sync_gen = 0;
+}
+
+inline void __syncthreads() {
+    std::unique_lock<std::mutex> l(emu::mu);
+    unsigned gen = emu::sync_gen;
+    if (++emu::sync_arrived == emu::sync_n) { emu::sync_arrived = 0; emu::sync_gen++; emu::cv.notify_all(); }
+    else emu::cv.wait(l, [&] { return emu::sync_gen != gen; });
+}
+
+namespace tc {
+struct tma_map { const float *base; long long rows, cols, ld; int box_rows, box_cols, swizzle; };
+inline unsigned to_tf32(float x) { return __float_as_uint(x) + 0x1000u; }
+inline unsigned smem_u32(const void *p) { return (unsigned)((const char *)p - (const char *)smem4); }
+inline void pdl_enter() {}
+inline void mbar_init(unsigned long long *b, unsigned count) {
+    std::lock_guard<std::mutex> l(emu::mu);
+    auto &x = emu::bars[b];
+    x.expected = x.pending = count;
+    x.tx = 0;
+    x.done = 0;
+}
+inline void mbar_init_fence() {}
+inline void mbar_expect_tx(unsigned long long *b, unsigned bytes) {
+    std::lock_guard<std::mutex> l(emu::mu);
+    auto &x = emu::bars.at(b);
+    x.tx += bytes; x.pending--; emu::complete_if(x);
+}
+inline void mbar_arrive(unsigned long long *b) {
+    std::lock_guard<std::mutex> l(emu::mu);
+    auto &x = emu::bars.at(b);
+    if (x.pending == 0) { fprintf(stderr, "arrive past count\n"); abort(); }
+    x.pending--; emu::complete_if(x);
+}
+// try_wait.parity P: true once the phase of parity P has completed (the current phase's parity is not P).
+inline void mbar_wait(unsigned long long *b, unsigned parity) {
+    std::unique_lock<std::mutex> l(emu::mu);
+    auto &x = emu::bars.at(b);
+    if (!x.cv.wait_for(l, std::chrono::seconds(20), [&] { return (x.done & 1) != (parity & 1); })) {
+        fprintf(stderr, "DEADLOCK: block %u thread %u waits on barrier %u parity %u (done %llu)\n", blockIdx.x,
+                threadIdx.x, smem_u32(b), parity, x.done);
+        abort();
+    }
+}
+inline unsigned swz(unsigned off) { return off ^ ((off >> 3) & 0x70); } // the 128-byte swizzle, on smem offsets
+inline void tma_load_2d(void *dst, const tma_map *m, unsigned long long *b, int c0, int c1) {
+    const unsigned base = smem_u32(dst);
+    if (m->swizzle && (base % 1024 || m->box_cols * 4 != 128)) { fprintf(stderr, "bad swizzled box\n"); abort(); }
+    if (base % 16) { fprintf(stderr, "box not 16-byte aligned\n"); abort(); }
+    for (int r = 0; r < m->box_rows; ++r)
+        for (int c = 0; c < m->box_cols; ++c) {
+            const long long R = (long long)c1 + r, C = (long long)c0 + c;
+            const float v = R < m->rows && C < m->cols && R >= 0 && C >= 0 ? m->base[R * m->ld + C] : 0.f;
+            unsigned off = (unsigned)((r * m->box_cols + c) * 4);
+            if (m->swizzle) off = (base & ~1023u) + swz((base & 1023u) + off) - base;
+            memcpy((char *)dst + off, &v, 4);
+        }
+    std::lock_guard<std::mutex> l(emu::mu);
+    auto &x = emu::bars.at(b);
+    x.tx -= (long long)m->box_rows * m->box_cols * 4; emu::complete_if(x);
+}
+inline void fence_async_shared() {}
+// wgmma.fence / commit_group / wait_group are .sync.aligned: every lane of the
+// warp reaches one before any goes on (so lane 0's arrivals after a wait
+// follow the whole warp's waits, as on the GPU).
+inline void warp_sync() {
+    struct meet { unsigned arrived = 0, gen = 0; std::condition_variable cv; };
+    static std::unordered_map<unsigned, meet> warps;
+    std::unique_lock<std::mutex> l(emu::mu);
+    auto &x = warps[blockIdx.x * 64 + threadIdx.x / 32];
+    const unsigned gen = x.gen;
+    if (++x.arrived == 32) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
+    else x.cv.wait(l, [&] { return x.gen != gen; });
+}
+inline void wg_fence() { warp_sync(); }
+inline void wg_commit() { warp_sync(); }
+template <int N> inline void wg_wait() { warp_sync(); }
+inline unsigned long long wg_desc(const float *tile) {
+    const unsigned addr = smem_u32(tile);
+    return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+inline float tf32_in(float x) { return __uint_as_float(__float_as_uint(x) & 0xFFFFE000u); } // what the tensor cores read
+inline float smem_at(unsigned off) { float v; memcpy(&v, (const char *)smem4 + off, 4); return v; }
+// m64nNk8, both operands K-major in the 128-byte swizzle: this thread's N/2 accumulators.
+template <int N> inline void wgmma_ss(float *d, unsigned long long a, unsigned long long b) {
+    for (unsigned long long x : {a, b})
+        if ((x >> 16 & 0x3FFF) != 1 || (x >> 32 & 0x3FFF) != 64 || (x >> 62) != 1) { fprintf(stderr, "bad desc\n"); abort(); }
+    const unsigned sa = (unsigned)(a & 0x3FFF) << 4, sb = (unsigned)(b & 0x3FFF) << 4;
+    const unsigned tid = threadIdx.x % 128, q = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    for (int j = 0; j < N / 8; ++j)
+        for (int e = 0; e < 2; ++e)
+            for (int x = 0; x < 2; ++x) {
+                const unsigned m = 16 * q + g + 8 * e, n = 8 * j + 2 * t + x;
+                float s = 0.f;
+                for (unsigned kk = 0; kk < 8; ++kk)
+                    s += tf32_in(smem_at(swz(sa + m * 128 + kk * 4))) * tf32_in(smem_at(swz(sb + n * 128 + kk * 4)));
+                d[4 * j + 2 * e + x] += s;
+            }
+}
+inline void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned long long b) { wgmma_ss<64>(d, a, b); }
+inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128>(d, a, b); }
+inline void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256>(d, a, b); }
+} // namespace tc
+
+// Runs kernel(args...) over grid x block threads, one block at a time.
+template <class F> void emu_launch(unsigned grid, unsigned block, F f) {
+    gridDim = {grid, 1, 1};
+    blockDim = {block, 1, 1};
+    for (unsigned bx = 0; bx < grid; ++bx) {
+        emu::bars.clear();
+        emu::sync_n = block;
+        memset(smem4, 0xff, sizeof smem4); // poison: NaN bits
+        std::vector<std::thread> th;
+        for (unsigned tx = 0; tx < block; ++tx)
+            th.emplace_back([=] { blockIdx = {bx, 0, 0}; threadIdx = {tx, 0, 0}; f(); });
+        for (auto &x : th) x.join();
+    }
+}
