@@ -145,9 +145,9 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             // Every raw tile has been read (each TMA copy into them was waited
             // for above), so they hold the 96 x 4 partial sums; column m's three
             // threads are m % 32 + 32 k, added in the order of k.
-            asm volatile("bar.sync 1, 96;" ::: "memory");
+            named_bar_sync<1, TMA_PREP_THREADS>();
             raw[4 * p + 0] = cs[0], raw[4 * p + 1] = cs[1], raw[4 * p + 2] = cs[2], raw[4 * p + 3] = cs[3];
-            asm volatile("bar.sync 1, 96;" ::: "memory");
+            named_bar_sync<1, TMA_PREP_THREADS>();
             for (int m = p; m < BM; m += TMA_PREP_THREADS) {
                 float total = 0.f;
 #pragma unroll

@@ -1,5 +1,6 @@
 // The TMA (sm_90) from NVRTC code: tensor maps passed as kernel parameters,
-// shared-memory mbarriers, and 2-D bulk tensor copies that complete on them.
+// shared-memory mbarriers, and 2-D bulk tensor copies that complete on them;
+// and named barriers, for the warps of one role to meet without the others.
 // Used by the products of templates/gemm_tma.cu and the attention pass of
 // templates/attention_wg.cu (att_tma=1).
 namespace tc {
@@ -33,6 +34,10 @@ __device__ __forceinline__ void mbar_wait(unsigned long long *bar, unsigned pari
                  "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
                  "r"(parity)
                  : "memory");
+}
+// Barrier ID (1..15; 0 is __syncthreads') for N threads, whole warps.
+template <int ID, int N> __device__ __forceinline__ void named_bar_sync() {
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"(N) : "memory");
 }
 // The box of `map` at (c0 inner, c1 outer) into shared memory at dst.
 __device__ __forceinline__ void tma_load_2d(void *dst, const tma_map *map, unsigned long long *bar, int c0, int c1) {

@@ -1,14 +1,14 @@
-// The TMA-fed wgmma templates on the CPU (tests/emu/cuda_on_cpu.h), against
-// double-precision products. First templates/gemm_tma.cu, whose kernels pass
-// on the H200: that checks the CPU model (the TMA's boxes and swizzle, the
-// wgmma descriptors and fragments, the barrier phases) against the hardware;
-// then templates/grad_query_tma.cu (tile gq_tma=1) in the configurations
+// The TMA-fed wgmma products of templates/gemm_tma.cu on the CPU
+// (tests/emu/cuda_on_cpu.h), against double-precision products: A stored
+// [M, K] (rounded in place, or as stored: A_TRUNC) and [K, M] (TA: the
+// producer transposes it, and with COLSUM sums its columns), 128 x 256 and
+// 128 x 128 tiles, M, N and K not multiples of the tiles, K in slices. These kernels pass on the H200, so
+// this also holds the CPU model (the TMA's boxes and swizzle, the wgmma
+// descriptors and fragments, the barrier phases) to the hardware's behaviour.
+// Then templates/grad_query_tma.cu (tile gq_tma=1) in the configurations
 // tests/CMakeLists.txt renders: one and two consumer warpgroups, gS rounded
 // by the kernel or not, T = 1, 17, 129, 200, blocks that walk several tiles
-// (reusing stages and k's slots across tiles). Each checks every output
-// against the product, that nothing outside gQ's columns is written, that
-// gS's row padding is never read (NaN there) and that nothing of one head
-// reaches another's rows (an infinity in head 1's first key).
+// (reusing stages and k's slots across tiles).
 #include "cuda_on_cpu.h"
 
 #include <cmath>
@@ -28,11 +28,13 @@ double uniform_pm1() {
 bool close_enough(double worst, double refmax) { return worst <= 2e-3 * refmax; }
 
 // C = op(A) @ B^T on 128 x BN tiles, K in slices of KSPLIT (each slice's C
-// apart, added here); A [M, K] or (TA) [K, M], B [N, K].
-template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT> bool gemm_case() {
+// apart, added here); A [M, K] or (TA) [K, M], B [N, K]. COLSUM (TA): also
+// A's column sums over each slice, as the bias gradients are made.
+template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT, bool COLSUM = false>
+bool gemm_case() {
     constexpr int BM = 128, STAGES = 4, RAW = 2;
     constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT;
-    std::vector<float> A(M * K), B(N * K), C(SPLITS * M * N, NAN);
+    std::vector<float> A(M * K), B(N * K), C(SPLITS * M * N, NAN), sums(SPLITS * M, NAN);
     for (auto &x : A) x = (float)uniform_pm1();
     for (auto &x : B) x = (float)uniform_pm1();
     const tc::tma_map ma = TA ? tc::tma_map{A.data(), K, M, M, 32, BM, 0} : tc::tma_map{A.data(), M, K, K, BM, 32, 1};
@@ -40,8 +42,8 @@ template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, lo
     const int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM - 1) / BM);
     emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
         const int id = (int)blockIdx.x, split = id / (gx * gy), bx = id % gx, by = id / gx % gy;
-        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, false, TRUNC>(&ma, &mb, C.data() + split * M * N, N, 1.f,
-                                                                             split, nullptr, bx, by);
+        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC>(&ma, &mb, C.data() + split * M * N, N, 1.f,
+                                                                              split, COLSUM ? sums.data() : nullptr, bx, by);
     });
     double worst = 0, refmax = 0;
     for (long long m = 0; m < M; ++m)
@@ -52,15 +54,29 @@ template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, lo
             worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
             refmax = std::fmax(refmax, std::fabs(r));
         }
-    const bool ok = close_enough(worst, refmax);
-    printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d M=%lld N=%lld K=%lld in %lld slice(s): max abs err %.3g of %.3g\n",
-           ok ? "PASS" : "FAIL", TA, BN, TRUNC, M, N, K, SPLITS, worst, refmax);
+    double sums_err = 0; // fp32 sums of at most KSPLIT values in [-1, 1]
+    for (long long sp = 0; COLSUM && sp < SPLITS; ++sp)
+        for (long long m = 0; m < M; ++m) {
+            double r = 0;
+            for (long long k = sp * KSPLIT; k < K && k < (sp + 1) * KSPLIT; ++k) r += A[k * M + m];
+            const double o = sums[sp * M + m];
+            sums_err = std::fmax(sums_err, std::isnan(o) ? INFINITY : std::fabs(o - r));
+        }
+    const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * KSPLIT;
+    char sums_note[64] = "";
+    if (COLSUM) snprintf(sums_note, sizeof sums_note, ", column sums' %.3g", sums_err);
+    printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d COLSUM=%d M=%lld N=%lld K=%lld in %lld slice(s): max abs err %.3g of %.3g%s\n",
+           ok ? "PASS" : "FAIL", TA, BN, TRUNC, COLSUM, M, N, K, SPLITS, worst, refmax, sums_note);
     return ok;
 }
 
 using gq_kernel = void (*)(const tc::tma_map, const tc::tma_map, float *, float);
 
-// gQ [b, h] = alpha * gS [b, h] @ k [b, h] into grad_qkv's first 1024 columns.
+// gQ [b, h] = alpha * gS [b, h] @ k [b, h] into grad_qkv's first 1024 columns
+// (templates/grad_query_tma.cu, tile gq_tma=1), one configuration rendered by
+// tests/CMakeLists.txt: every output against the product, nothing written
+// outside gQ's columns, gS's row padding never read (NaN there), nothing of
+// one head in another's rows (an infinity in head 1's first key).
 bool gq_case(const char *name, gq_kernel kernel, int B, int T, int BM, int a_round, int grid) {
     const int LD = (T + 3) / 4 * 4, Z = B * 16, tiles = Z * ((T + BM - 1) / BM);
     std::vector<float> gs((size_t)Z * T * LD), key((size_t)Z * T * 64), out((size_t)B * T * 3072, NAN);
@@ -108,6 +124,7 @@ int main() {
     failed += !gemm_case<true, 256, false, 200, 256, 100, 128>();
     failed += !gemm_case<false, 128, true, 130, 200, 300, 128>();
     failed += !gemm_case<true, 128, false, 130, 200, 300, 160>();
+    failed += !gemm_case<true, 256, false, 300, 256, 200, 96, true>();
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID);
 #include "emu_gq_cases.inc"
     printf("%d failed\n", failed);

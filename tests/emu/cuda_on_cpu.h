@@ -1,14 +1,14 @@
 // CUDA on the CPU, as far as the TMA-fed wgmma templates need it
-// (templates/gemm_tma.cu, grad_query_tma.cu): one std::thread per CUDA
-// thread, blocks one after another; mbarriers with phases, parity waits and
-// transaction bytes; 2-D TMA boxes copied at once (zeros past the tensor, the
-// 128-byte swizzle on shared-memory offsets); wgmma m64nNk8 TF32 with both
-// operands K-major in that swizzle, read through its descriptor, each thread
-// computing its own accumulator fragment and reading operands as the tensor
-// cores do (the low 13 bits dropped). wgmma's fence, commit and wait are
-// .sync.aligned: a warp's lanes meet there. A wait that never ends is
-// reported and aborts. The model is checked against templates/gemm_tma.cu,
-// whose kernels pass on the H200 (tests/test_emu_tma.cpp).
+// (templates/gemm_tma.cu, grad_query_tma.cu): one std::thread per CUDA thread, blocks one after
+// another; mbarriers with phases, parity waits and transaction bytes; 2-D TMA
+// boxes copied at once (zeros past the tensor, the 128-byte swizzle on
+// shared-memory offsets); wgmma m64nNk8 TF32 with both operands K-major in
+// that swizzle, read through its descriptor, each thread computing its own
+// accumulator fragment and reading operands as the tensor cores do (the low
+// 13 bits dropped). wgmma's fence, commit and wait are .sync.aligned: a
+// warp's lanes meet there; named barriers (bar.sync) likewise. A wait that
+// never ends is reported and aborts. The model is checked against
+// templates/gemm_tma.cu, whose kernels pass on the H200 (tests/test_emu_tma.cpp).
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -134,6 +134,16 @@ inline void warp_sync() {
     auto &x = warps[blockIdx.x * 64 + threadIdx.x / 32];
     const unsigned gen = x.gen;
     if (++x.arrived == 32) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
+    else x.cv.wait(l, [&] { return x.gen != gen; });
+}
+// bar.sync ID, N: the first N threads to arrive at barrier ID go on together.
+template <int ID, int N> inline void named_bar_sync() {
+    struct meet { unsigned arrived = 0, gen = 0; std::condition_variable cv; };
+    static std::unordered_map<unsigned, meet> bars;
+    std::unique_lock<std::mutex> l(emu::mu);
+    auto &x = bars[blockIdx.x * 16 + ID];
+    const unsigned gen = x.gen;
+    if (++x.arrived == N) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
     else x.cv.wait(l, [&] { return x.gen != gen; });
 }
 inline void wg_fence() { warp_sync(); }
