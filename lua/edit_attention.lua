@@ -152,7 +152,8 @@ local CHOICES = {
   { "gs_pad", { 4, 8, 32 }, "gS rows padded to a multiple of that many floats: 16, 32 or 128 bytes" },
   { "pair", { 0, 1, 2 }, "grad_hidden and grad_qkv_weight in one launch of TMA-fed blocks, where tma=1 "
                          .. "(2: 128x256 tiles only)" },
-  { "ga_tma", { 0, 1 }, "gA TMA-fed wherever tma=1, or where the model rates it faster than mma.sync" },
+  { "ga_tma", { 0, 1, 2 }, "gA TMA-fed where the model rates it faster than mma.sync, wherever tma=1, or "
+                         .. "wherever tma=1 as gA^T with grad_output read as it lies (no transpose of out_weight)" },
   { "gh_trunc", { 0, 1 }, "grad_hidden's TMA producer rounds its A (grad_qkv) to TF32, or the tensor cores "
                           .. "truncate it" },
   { "side_start", { 0, 1 }, "the side lanes start with the call, or once gA is done" },
@@ -306,6 +307,11 @@ function M.candidates(shape)
   local ga = M.heuristic(shape) -- gA on mma.sync where the model says so, or TMA-fed
   ga.ga_tma = 1 - ga.ga_tma
   add(ga)
+  if first.tma == 1 then -- gA^T, out_weight not transposed
+    local gat = M.heuristic(shape)
+    gat.ga_tma = 2
+    add(gat)
+  end
   local side = M.heuristic(shape) -- the side lanes after gA
   side.side_start = 1 - side.side_start
   add(side)

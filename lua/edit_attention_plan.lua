@@ -146,6 +146,15 @@ local function plan_fused(shape, t, arch)
       a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight", b_early = true,
       bias = "out:grad_qkv_bias", bias_part = "colpart_qkv" },
   }
+  -- ga_tma=2 (TMA-fed products): gA as gA^T [1024, BT] = out_weight^T @
+  -- grad_output^T, out_weight A stored [K, M] (the producer transposes it)
+  -- and grad_output B as it lies, rounded in place (B_ROUND), the result
+  -- stored transposed as gA (C_T): no transpose of out_weight on the chain.
+  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 then
+    products[1] = { name = "grad_attn_out", m = HID, n = BT, k = HID, lda = HID, ldb = HID, ldc = HID, ta = true,
+      tb = false, a = "in:out_weight", b = "in:grad_output", c = "ws:gA", rowdot = true, b_direct = true, c_t = true,
+      comment = "gA^T [1024,BT] = out_weight^T @ grad_output^T, stored as gA [BT,1024]; grad_output as it lies" }
+  end
   -- Each product on mma.sync, or (wg = 1) on wgmma with B transposed into
   -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
   -- to TF32): whichever the model says is faster, the transpose included.
@@ -163,8 +172,8 @@ local function plan_fused(shape, t, arch)
       -- it only takes bandwidth from the others then.
       local transpose = 2 * g.n * g.k * 4 / 2.86e12 + 5.3e-6
       w.time = w.time + (g.b_early and 0.25 or 1) * transpose
-      -- ga_tma=1: gA TMA-fed even where the model rates mma.sync faster.
-      local forced = g.rowdot and t.ga_tma == 1 and fed
+      -- ga_tma=1: gA TMA-fed even where the model rates mma.sync faster (2: as gA^T, above).
+      local forced = g.rowdot and t.ga_tma >= 1 and fed
       if forced or w.time < g.choice.time then g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4 end
     end
   end
@@ -206,7 +215,7 @@ local function plan_fused(shape, t, arch)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)
   for _, g in ipairs(products) do
     if g.choice.splits > 1 then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
-    if g.choice.wg then p.reserve("tB_" .. g.name, g.n * g.kp) end
+    if g.choice.wg and not g.b_direct then p.reserve("tB_" .. g.name, g.n * g.kp) end
   end
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
 
@@ -231,7 +240,7 @@ local function plan_fused(shape, t, arch)
   -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
   -- rounded (templates/transpose.cu); nothing for an mma.sync product.
   local function transpose_b(g)
-    if not g.choice.wg then return end
+    if not g.choice.wg or g.b_direct then return end
     p.kernel("transpose", { ceil_div(g.kp, 64), ceil_div(g.n, 64), 1 },
              { bind(g.b), wsp("tB_" .. g.name), "i64:" .. g.k, "i32:" .. g.n, "i64:" .. g.kp })
   end
@@ -251,22 +260,24 @@ local function plan_fused(shape, t, arch)
     local sums = makes_sums(g, paired)
     local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                      RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
-                     A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta }
+                     A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta,
+                     B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n }
     -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
     local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                   or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
-    local map_b = string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK)
+    local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn, GEMM_BK) .. bind(g.b)
+                  or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK) .. wsp("tB_" .. g.name)
     local out = split and wsp("splitk_" .. g.name) or bind(g.c)
     local colsum = not sums and "i64:0" or split and wsp(g.bias_part) or g.bias
-    return values, { map_a .. bind(g.a), map_b .. wsp("tB_" .. g.name), out, colsum }, sums
+    return values, { map_a .. bind(g.a), map_b, out, colsum }, sums
   end
   -- After a product on its lane: the reduce of its K slices, its column sums' last step.
   local function finish_product(g, sums)
     local kname, split = p.prefix .. "_" .. g.name, g.choice.splits > 1
     if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
-      p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = g.m,
+      p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = BT,
                                                    SPLITS = g.choice.splits, NORMS = gs_half and 1 or 0 })
-      p.kernel(g.name .. "_reduce", { ceil_div(g.m * H * 32, 256), 1, 1 },
+      p.kernel(g.name .. "_reduce", { ceil_div(BT * H * 32, 256), 1, 1 },
                { wsp("splitk_" .. g.name), bind(g.c), "in:attention_output", wsp("rowdot"), gan })
     elseif split then
       p.render("splitk_reduce_kernel.cu", {
@@ -285,7 +296,7 @@ local function plan_fused(shape, t, arch)
     if g.choice.tma then
       local values, args
       values, args, sums = tma_product(g)
-      values.NAME, values.COMMENT = kname, g.comment .. "; B transposed"
+      values.NAME, values.COMMENT = kname, g.comment .. (g.b_direct and "" or "; B transposed")
       p.render("gemm_tma_kernel.cu", values)
       p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] },
                { tma_threads(c), 1, 1 }, tma_smem(c, g.ta))

@@ -30,6 +30,10 @@
 // and shared memory carries no read-modify-write of A (2-5% off the whole
 // backward on its larger workloads, measured).
 //
+// B_ROUND: B is raw fp32 (gA^T's grad_output, read where it lies), rounded to
+// TF32 in place by the producer's warps as A is. C_T: C stored transposed,
+// C[n * ldc + m] (gA^T [1024, B*T] written as gA [B*T, 1024]).
+//
 // COLSUM (TA only): the column sums of A over the block's K slice, made by
 // the producer from the raw tiles it transposes anyway (so a bias gradient,
 // the column sums of the same matrix, needs no pass of its own over it). The
@@ -53,7 +57,7 @@ __host__ __device__ constexpr int gemm_tma_threads(int bm) { return 128 + bm / 6
 constexpr int TMA_PREP_THREADS = 96;
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
-          bool A_TRUNC = false>
+          bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
@@ -110,10 +114,26 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         static_assert(!COLSUM || BM == 128, "the column sums' thread map is BM = 128's");
         const bool sums = COLSUM && bx == 0;
         float cs[4] = {0.f, 0.f, 0.f, 0.f};
+        // B_ROUND: B is raw fp32 (not a rounded copy): rounded in place, as A is.
+        auto round_b = [&](float *Bs) {
+#pragma unroll
+            for (int j = 0; j < (BN * 8 + TMA_PREP_THREADS - 1) / TMA_PREP_THREADS; ++j) {
+                const int i = p + j * TMA_PREP_THREADS;
+                if (i >= BN * 8) break;
+                const int n = i % BN, c = i / BN;
+                uint4 *q = reinterpret_cast<uint4 *>(&Bs[n * 32 + 4 * ((c + n) % 8)]);
+                const float4 v = *reinterpret_cast<const float4 *>(q);
+                *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+            }
+        };
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(&full[s], (kt / STAGES) & 1);
-            if constexpr (A_TRUNC) { // A as stored: nothing to make ready
+            if constexpr (A_TRUNC) { // A as stored: nothing to make ready (but B, B_ROUND)
+                if constexpr (B_ROUND) {
+                    round_b(smem + s * STAGE);
+                    fence_async_shared();
+                }
                 mbar_arrive(&ready[s]);
                 continue;
             }
@@ -136,6 +156,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                     *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
                 }
             }
+            if constexpr (B_ROUND) round_b(smem + s * STAGE);
             fence_async_shared(); // the rounded tile, to the wgmmas (async proxy)
             mbar_arrive(&ready[s]);
             if constexpr (TA) mbar_arrive(&raw_free[kt % RAW]);
@@ -189,7 +210,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             const i64 rr = r + 8 * e;
             if (rr >= M) continue;
             const float x = alpha * acc[4 * j + 2 * e], y = alpha * acc[4 * j + 2 * e + 1];
-            if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);
+            if constexpr (C_T) { // C stored transposed: C[c * ldc + r]
+                if (c < N) C[c * ldc + rr] = x;
+                if (c + 1 < N) C[(c + 1) * ldc + rr] = y;
+            } else if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);
             else if (c < N) C[rr * ldc + c] = x;
         }
     }

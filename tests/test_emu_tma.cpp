@@ -29,8 +29,10 @@ bool close_enough(double worst, double refmax) { return worst <= 2e-3 * refmax; 
 
 // C = op(A) @ B^T on 128 x BN tiles, K in slices of KSPLIT (each slice's C
 // apart, added here); A [M, K] or (TA) [K, M], B [N, K]. COLSUM (TA): also
-// A's column sums over each slice, as the bias gradients are made.
-template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT, bool COLSUM = false>
+// A's column sums over each slice, as the bias gradients are made. B_ROUND:
+// B rounded in place by the producer; C_T: C stored transposed ([N, M]).
+template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT, bool COLSUM = false,
+          bool B_ROUND = false, bool C_T = false>
 bool gemm_case() {
     constexpr int BM = 128, STAGES = 4, RAW = 2;
     constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT;
@@ -42,15 +44,15 @@ bool gemm_case() {
     const int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM - 1) / BM);
     emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
         const int id = (int)blockIdx.x, split = id / (gx * gy), bx = id % gx, by = id / gx % gy;
-        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC>(&ma, &mb, C.data() + split * M * N, N, 1.f,
-                                                                              split, COLSUM ? sums.data() : nullptr, bx, by);
+        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, B_ROUND, C_T>(
+            &ma, &mb, C.data() + split * M * N, C_T ? M : N, 1.f, split, COLSUM ? sums.data() : nullptr, bx, by);
     });
     double worst = 0, refmax = 0;
     for (long long m = 0; m < M; ++m)
         for (long long n = 0; n < N; ++n) {
             double r = 0, o = 0;
             for (long long k = 0; k < K; ++k) r += (double)(TA ? A[k * M + m] : A[m * K + k]) * B[n * K + k];
-            for (long long s = 0; s < SPLITS; ++s) o += C[s * M * N + m * N + n];
+            for (long long s = 0; s < SPLITS; ++s) o += C[s * M * N + (C_T ? n * M + m : m * N + n)];
             worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
             refmax = std::fmax(refmax, std::fabs(r));
         }
@@ -65,8 +67,9 @@ bool gemm_case() {
     const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * KSPLIT;
     char sums_note[64] = "";
     if (COLSUM) snprintf(sums_note, sizeof sums_note, ", column sums' %.3g", sums_err);
-    printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d COLSUM=%d M=%lld N=%lld K=%lld in %lld slice(s): max abs err %.3g of %.3g%s\n",
-           ok ? "PASS" : "FAIL", TA, BN, TRUNC, COLSUM, M, N, K, SPLITS, worst, refmax, sums_note);
+    printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d COLSUM=%d B_ROUND=%d C_T=%d M=%lld N=%lld K=%lld in %lld slice(s): "
+           "max abs err %.3g of %.3g%s\n", ok ? "PASS" : "FAIL", TA, BN, TRUNC, COLSUM, B_ROUND, C_T, M, N, K, SPLITS,
+           worst, refmax, sums_note);
     return ok;
 }
 
@@ -125,6 +128,9 @@ int main() {
     failed += !gemm_case<false, 128, true, 130, 200, 300, 128>();
     failed += !gemm_case<true, 128, false, 130, 200, 300, 160>();
     failed += !gemm_case<true, 256, false, 300, 256, 200, 96, true>();
+    // gA^T as ga_tma=2 makes it: A = out_weight [K, M] (TA), B = grad_output as it lies (B_ROUND), C stored as gA.
+    failed += !gemm_case<true, 256, false, 256, 373, 192, 64, false, true, true>();
+    failed += !gemm_case<false, 128, true, 130, 100, 96, 96, false, true, true>();
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID);
 #include "emu_gq_cases.inc"
     printf("%d failed\n", failed);

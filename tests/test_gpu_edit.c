@@ -6,7 +6,7 @@
  * organisation (att_kb) where the heuristic would not take it, at T that
  * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
  * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
- * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), a case past 2^31
+ * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T (ga_tma=2), a case past 2^31
  * elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
@@ -160,6 +160,14 @@ int main(void) {
     runs[n++].c.tiles = "gq_tma=1 gq_bn=128";
     runs[n] = make_run(1, 1000, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gs_round=1");
     runs[n++].c.tiles = "gq_tma=1 gs_round=1";
+    /* gA as gA^T with grad_output read as it lies (ga_tma=2): K split (B=1,T=373), T = 17 with non-zero
+     * projection biases, and B*T = 2560. */
+    runs[n] = make_run(1, 373, 0.1, ATTNBWD_PRECISION_TF32, 0, "ga_tma=2");
+    runs[n++].c.tiles = "ga_tma=2";
+    runs[n] = make_run(3, 17, 0.0, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS | CHECK_EDIT_BIASES, "mask0 biases ga_tma=2");
+    runs[n++].c.tiles = "ga_tma=2";
+    runs[n] = make_run(4, 640, 0.1, ATTNBWD_PRECISION_TF32, 0, "ga_tma=2");
+    runs[n++].c.tiles = "ga_tma=2";
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");

@@ -355,9 +355,16 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     if (ta) assert_int_equal(a.box_rows, 32);
     else assert_int_equal(a.box_cols, 32);
     assert_true(!strncmp(a.ptr, "in:", 3) || !strncmp(a.ptr, "ws:", 3));
-    assert_true(!strncmp(b.ptr, "ws:", 3)); /* B transposed by the plan */
-    assert_true(b.cols % 4 == 0 && b.ld == b.cols && strtoull(b.ptr + 3, NULL, 10) + 4 * b.rows * b.ld <= p->workspace_bytes);
     const unsigned long long bt = (unsigned long long)(s->batch * s->seq_len);
+    if (!strncmp(b.ptr, "in:", 3)) { /* ga_tma=2: gA^T's B, grad_output as it lies */
+        assert_string_equal(b.ptr, "in:grad_output");
+        assert_int_equal(tile(p->tiles, "ga_tma"), 2);
+        assert_true(b.rows == bt && b.cols == 1024 && b.ld == 1024);
+    } else { /* B transposed by the plan */
+        assert_int_equal(strncmp(b.ptr, "ws:", 3), 0);
+        assert_true(b.cols % 4 == 0 && b.ld == b.cols &&
+                    strtoull(b.ptr + 3, NULL, 10) + 4 * b.rows * b.ld <= p->workspace_bytes);
+    }
     const unsigned long long k = ta ? a.rows : a.cols, m = ta ? a.cols : a.rows;
     assert_true(k == bt || k == 1024 || k == 3072);
     assert_true(m == bt || m == 1024 || m == 3072);
@@ -881,6 +888,48 @@ static void gq_tma_plans(void **state) {
     gen_close(g);
 }
 
+/* ga_tma=2: gA as gA^T = out_weight^T @ grad_output^T on TMA-fed tiles, out_weight
+ * A stored [K, M] (TA) and grad_output B read where it lies, rounded in place
+ * (B_ROUND), the result stored transposed as gA (C_T, a K slice's rows 1024
+ * floats apart): no transpose launch before it; its reduce makes the row dots
+ * where K is split, else a rowdot launch follows. */
+static void ga_tma2_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 373}, {2, 352}, {64, 128}, {1, 1}};
+    for (size_t i = 0; i < 4; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1];
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+        kernel_plan p;
+        assert_int_equal(gen_plan(g, &s, "sm_90", "ga_tma=2", &p), ATTNBWD_OK);
+        const plan_launch *ga = launch_named(&p, "_grad_attn_out");
+        assert_non_null(ga);
+        assert_int_equal(ga->n_args, 5);
+        char map[96];
+        snprintf(map, sizeof map, "tmap:1024:1024:1024:32:128:0:in:out_weight");
+        assert_string_equal(ga->args[0], map);
+        snprintf(map, sizeof map, "tmap:%lld:1024:1024:", (long long)(B * T));
+        assert_int_equal(strncmp(ga->args[1], map, strlen(map)), 0);
+        assert_non_null(strstr(ga->args[1], ":1:in:grad_output"));
+        const char *src = strstr(p.source, "_grad_attn_out(");
+        assert_non_null(src);
+        const char *call = strstr(src, "tc::gemm_tma<");
+        assert_non_null(call);
+        assert_int_equal(template_arg(call, 0), 1024);      /* M: gA^T's rows */
+        assert_int_equal(template_arg(call, 1), B * T);     /* N */
+        assert_int_equal(template_arg(call, 3), 1);         /* TA */
+        assert_int_equal(template_arg(call, 11), 1);        /* B_ROUND */
+        assert_int_equal(template_arg(call, 12), 1);        /* C_T */
+        for (int l = 0; ga != &p.launches[l]; ++l) assert_null(strstr(p.launches[l].name, "_transpose"));
+        const int split = ga->grid[2] > 1;
+        assert_true(split ? launch_named(&p, "_grad_attn_out_reduce") != NULL : launch_named(&p, "_rowdot") != NULL);
+        if (split) assert_int_equal(strncmp(ga->args[2], "ws:", 3), 0);
+        else assert_string_equal(ga->args[2], launch_named(&p, "_rowdot")->args[0]); /* gA itself */
+        kernel_plan_free(&p);
+    }
+    gen_close(g);
+}
+
 /* Problem 2 on devices with less shared memory than the H200: the heuristic's
  * kernels fit each architecture's per-block limit, and an architecture
  * without the tensor-core instructions is refused with the reason. */
@@ -996,6 +1045,7 @@ int main(void) {
         cmocka_unit_test(gs_half_plans),
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),
+        cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
