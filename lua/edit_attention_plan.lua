@@ -150,7 +150,7 @@ local function plan_fused(shape, t, arch)
   -- grad_output^T, out_weight A stored [K, M] (the producer transposes it)
   -- and grad_output B as it lies, rounded in place (B_ROUND), the result
   -- stored transposed as gA (C_T): no transpose of out_weight on the chain.
-  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 then
+  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 and tiles.choose_tma(HID, BT, HID, true, smem_limit(arch)) then
     products[1] = { name = "grad_attn_out", m = HID, n = BT, k = HID, lda = HID, ldb = HID, ldc = HID, ta = true,
       tb = false, a = "in:out_weight", b = "in:grad_output", c = "ws:gA", rowdot = true, b_direct = true, c_t = true,
       comment = "gA^T [1024,BT] = out_weight^T @ grad_output^T, stored as gA [BT,1024]; grad_output as it lies" }
