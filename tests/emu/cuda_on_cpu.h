@@ -56,20 +56,23 @@ struct bar {
     std::condition_variable cv; // its waiters only
 };
 inline std::mutex mu;
-inline std::condition_variable cv;
 inline std::unordered_map<const void *, bar> bars;
 inline void complete_if(bar &b) {
     if (b.pending == 0 && b.tx == 0) { b.done++; b.pending = b.expected; b.cv.notify_all(); }
 }
-// __syncthreads for one block of n threads
-inline unsigned sync_n = 0, sync_arrived = 0, sync_gen = 0;
+// A barrier that n threads meet at, then go on together (bar.sync's kind).
+struct meet { unsigned arrived = 0, gen = 0; std::condition_variable cv; };
+inline void meet_at(meet &x, unsigned n, std::unique_lock<std::mutex> &l) {
+    const unsigned gen = x.gen;
+    if (++x.arrived == n) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
+    else x.cv.wait(l, [&] { return x.gen != gen; });
+}
+inline meet block_meet; // __syncthreads, for the block's blockDim.x threads
 }
 
 inline void __syncthreads() {
     std::unique_lock<std::mutex> l(emu::mu);
-    unsigned gen = emu::sync_gen;
-    if (++emu::sync_arrived == emu::sync_n) { emu::sync_arrived = 0; emu::sync_gen++; emu::cv.notify_all(); }
-    else emu::cv.wait(l, [&] { return emu::sync_gen != gen; });
+    emu::meet_at(emu::block_meet, blockDim.x, l);
 }
 
 namespace tc {
@@ -128,23 +131,15 @@ inline void fence_async_shared() {}
 // warp reaches one before any goes on (so lane 0's arrivals after a wait
 // follow the whole warp's waits, as on the GPU).
 inline void warp_sync() {
-    struct meet { unsigned arrived = 0, gen = 0; std::condition_variable cv; };
-    static std::unordered_map<unsigned, meet> warps;
+    static std::unordered_map<unsigned, emu::meet> warps;
     std::unique_lock<std::mutex> l(emu::mu);
-    auto &x = warps[blockIdx.x * 64 + threadIdx.x / 32];
-    const unsigned gen = x.gen;
-    if (++x.arrived == 32) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
-    else x.cv.wait(l, [&] { return x.gen != gen; });
+    emu::meet_at(warps[blockIdx.x * 64 + threadIdx.x / 32], 32, l);
 }
 // bar.sync ID, N: the first N threads to arrive at barrier ID go on together.
 template <int ID, int N> inline void named_bar_sync() {
-    struct meet { unsigned arrived = 0, gen = 0; std::condition_variable cv; };
-    static std::unordered_map<unsigned, meet> bars;
+    static std::unordered_map<unsigned, emu::meet> bars;
     std::unique_lock<std::mutex> l(emu::mu);
-    auto &x = bars[blockIdx.x * 16 + ID];
-    const unsigned gen = x.gen;
-    if (++x.arrived == N) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
-    else x.cv.wait(l, [&] { return x.gen != gen; });
+    emu::meet_at(bars[blockIdx.x * 16 + ID], N, l);
 }
 inline void wg_fence() { warp_sync(); }
 inline void wg_commit() { warp_sync(); }
@@ -176,13 +171,12 @@ inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned lo
 inline void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256>(d, a, b); }
 } // namespace tc
 
-// Runs kernel(args...) over grid x block threads, one block at a time.
+// Runs f (a kernel call) on grid blocks of block threads, one block at a time.
 template <class F> void emu_launch(unsigned grid, unsigned block, F f) {
     gridDim = {grid, 1, 1};
     blockDim = {block, 1, 1};
     for (unsigned bx = 0; bx < grid; ++bx) {
         emu::bars.clear();
-        emu::sync_n = block;
         memset(smem4, 0xff, sizeof smem4); // poison: NaN bits
         std::vector<std::thread> th;
         for (unsigned tx = 0; tx < block; ++tx)
