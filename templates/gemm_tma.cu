@@ -56,6 +56,22 @@ template <int BN> __device__ __forceinline__ void wgmma_tf32_ss(float (&d)[BN / 
 __host__ __device__ constexpr int gemm_tma_threads(int bm) { return 128 + bm / 64 * 128; }
 constexpr int TMA_PREP_THREADS = 96;
 
+// Rounds to TF32, in place, a K-major [ROWS, 32] tile in the 128-byte
+// swizzle (raw fp32 bits as the TMA wrote them); prep thread p takes chunks
+// p, p + 96, ..., row by row, each row's chunks in a rotated order against
+// bank conflicts.
+template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile, int p) {
+#pragma unroll
+    for (int j = 0; j < (ROWS * 8 + TMA_PREP_THREADS - 1) / TMA_PREP_THREADS; ++j) {
+        const int i = p + j * TMA_PREP_THREADS;
+        if (i >= ROWS * 8) break;
+        const int r = i % ROWS, c = i / ROWS;
+        uint4 *q = reinterpret_cast<uint4 *>(&tile[r * 32 + 4 * ((c + r) % 8)]);
+        const float4 v = *reinterpret_cast<const float4 *>(q);
+        *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+    }
+}
+
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
@@ -114,24 +130,12 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         static_assert(!COLSUM || BM == 128, "the column sums' thread map is BM = 128's");
         const bool sums = COLSUM && bx == 0;
         float cs[4] = {0.f, 0.f, 0.f, 0.f};
-        // B_ROUND: B is raw fp32 (not a rounded copy): rounded in place, as A is.
-        auto round_b = [&](float *Bs) {
-#pragma unroll
-            for (int j = 0; j < (BN * 8 + TMA_PREP_THREADS - 1) / TMA_PREP_THREADS; ++j) {
-                const int i = p + j * TMA_PREP_THREADS;
-                if (i >= BN * 8) break;
-                const int n = i % BN, c = i / BN;
-                uint4 *q = reinterpret_cast<uint4 *>(&Bs[n * 32 + 4 * ((c + n) % 8)]);
-                const float4 v = *reinterpret_cast<const float4 *>(q);
-                *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
-            }
-        };
         for (int kt = 0; kt < ktiles; ++kt) {
             const int s = kt % STAGES;
             mbar_wait(&full[s], (kt / STAGES) & 1);
             if constexpr (A_TRUNC) { // A as stored: nothing to make ready (but B, B_ROUND)
-                if constexpr (B_ROUND) {
-                    round_b(smem + s * STAGE);
+                if constexpr (B_ROUND) { // B raw fp32 (not a rounded copy)
+                    round_tile_prep<BN>(smem + s * STAGE, p);
                     fence_async_shared();
                 }
                 mbar_arrive(&ready[s]);
@@ -156,7 +160,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                     *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
                 }
             }
-            if constexpr (B_ROUND) round_b(smem + s * STAGE);
+            if constexpr (B_ROUND) round_tile_prep<BN>(smem + s * STAGE, p);
             fence_async_shared(); // the rounded tile, to the wgmmas (async proxy)
             mbar_arrive(&ready[s]);
             if constexpr (TA) mbar_arrive(&raw_free[kt % RAW]);

@@ -25,7 +25,7 @@ constexpr bool A_ROUND = {{A_ROUND}};
 constexpr int NC = BM / 64;                          // consumer warpgroups
 constexpr int TILES_PER_HEAD = (T + BM - 1) / BM, TILES = Z * TILES_PER_HEAD, KT = (T + 31) / 32;
 constexpr int A_TILE = BM * 32, B_TILE = 64 * 32, STAGE = A_TILE + B_TILE, RAW_TILE = 32 * 64;
-constexpr int PREP = 96; // the producer's threads that make tiles ready
+constexpr int PREP = tc::TMA_PREP_THREADS; // the producer's threads that make tiles ready (templates/gemm_tma.cu)
 static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
 static_assert((A_TILE * 4) % 1024 == 0 && (B_TILE * 4) % 1024 == 0, "tiles on the swizzle's 1024-byte period");
 static_assert((long long)Z * T < (1ll << 31), "TMA coordinates are 32-bit");
@@ -98,17 +98,7 @@ extern "C" __global__ void __launch_bounds__(128 + gq::NC * 128, 1)
                 *reinterpret_cast<uint4 *>(&Bs[d * 32 + 4 * (c ^ (d % 8))]) =
                     make_uint4(tc::to_tf32(v[0]), tc::to_tf32(v[1]), tc::to_tf32(v[2]), tc::to_tf32(v[3]));
             }
-            if constexpr (A_ROUND) { // gS as computed: rounded in place, chunks rotated against bank conflicts
-#pragma unroll
-                for (int j = 0; j < (BM * 8 + PREP - 1) / PREP; ++j) {
-                    const int i = p + j * PREP;
-                    if (i >= BM * 8) break;
-                    const int m = i % BM, c = i / BM;
-                    uint4 *q = reinterpret_cast<uint4 *>(&As[m * 32 + 4 * ((c + m) % 8)]);
-                    const float4 v = *reinterpret_cast<const float4 *>(q);
-                    *q = make_uint4(tc::to_tf32(v.x), tc::to_tf32(v.y), tc::to_tf32(v.z), tc::to_tf32(v.w));
-                }
-            }
+            if constexpr (A_ROUND) tc::round_tile_prep<BM>(As, p); // gS as computed
             tc::fence_async_shared(); // the written tiles, to the wgmmas (async proxy)
             tc::mbar_arrive(&ready[s]);
             tc::mbar_arrive(&raw_free[r]);
