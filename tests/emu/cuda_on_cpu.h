@@ -7,7 +7,7 @@
 // accumulator fragment and reading operands as the tensor cores do (the low
 // 13 bits dropped). wgmma's fence, commit and wait are .sync.aligned: a
 // warp's lanes meet there; named barriers (bar.sync) likewise. A wait that
-// never ends is reported and aborts. The model is checked against
+// never ends (two minutes) is reported and aborts. The model is checked against
 // templates/gemm_tma.cu, whose kernels pass on the H200 (tests/test_emu_tma.cpp).
 #pragma once
 #include <chrono>
@@ -103,7 +103,7 @@ inline void mbar_arrive(unsigned long long *b) {
 inline void mbar_wait(unsigned long long *b, unsigned parity) {
     std::unique_lock<std::mutex> l(emu::mu);
     auto &x = emu::bars.at(b);
-    if (!x.cv.wait_for(l, std::chrono::seconds(20), [&] { return (x.done & 1) != (parity & 1); })) {
+    if (!x.cv.wait_for(l, std::chrono::seconds(120), [&] { return (x.done & 1) != (parity & 1); })) {
         fprintf(stderr, "DEADLOCK: block %u thread %u waits on barrier %u parity %u (done %llu)\n", blockIdx.x,
                 threadIdx.x, smem_u32(b), parity, x.done);
         abort();
