@@ -91,6 +91,11 @@ function M.heuristic(shape, arch)
   -- rounded values over B*T rows, up to 0.16 off (99.7% within atol): removed.
   t.gh_trunc = 1
   t.pair_kv = 0 -- the pair in one launch after gQ
+  -- pair_dsm=1: the pair's K slices added across a cluster of their tile's
+  -- blocks (distributed shared memory) instead of by a reduce launch after it
+  -- on the chain (5-10 us at B*T < 1200, the timelines); its tiles and splits
+  -- chosen for that. Not yet measured on a GPU: off.
+  t.pair_dsm = 0
   -- gs_half=1: gS through the workspace in fp16 (scaled per (b, h, 64 keys)
   -- so that it cannot overflow, templates/attention_wg.cu's gs_exponent), its
   -- write and two reads halved (3.7 GB -> 1.8 GB at B=32,T=773). Correct
@@ -163,6 +168,8 @@ local CHOICES = {
                          .. "where pair > 0" },
   { "gs_half", { 0, 1 }, "gS in the workspace as fp32, or as fp16 times a power of two per (b, h, 64 keys), "
                          .. "where the attention pass and gQ run on wgmma" },
+  { "pair_dsm", { 0, 1 }, "the pair's K slices added by a reduce launch, or across the cluster of their tile's "
+                         .. "blocks, where pair > 0 and pair_kv = 0" },
   { "gs_round", { 0, 1 }, "gS stored as computed, gQ's product rounding it to TF32, or stored rounded by the "
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
   { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "
@@ -325,6 +332,9 @@ function M.candidates(shape)
       add(fed)
     end
   end
+  local dsm = M.heuristic(shape) -- the pair's K slices added across their cluster (where it pairs)
+  dsm.pair_dsm = 1 - dsm.pair_dsm
+  if dsm.pair > 0 then add(dsm) end
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

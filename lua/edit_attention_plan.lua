@@ -184,7 +184,8 @@ local function plan_fused(shape, t, arch)
   -- soon as the pass has written gK and gV, its q part after gQ.
   local pair_kv = t.pair_kv == 1 and t.pair > 0 and t.tma == 1 and t.wg == 1 and t.gs_store == 1
   local pair = t.pair > 0 and t.tma == 1 and t.wg == 1 and
-               tiles.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2, pair_kv and { 3 } or nil)
+               tiles.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2, pair_kv and { 3 } or nil,
+                                 t.pair_dsm == 1 and not pair_kv)
   if pair_kv and not (pair and pair[1].kslice == HID) then pair_kv = false end
   if pair then
     for i, g in ipairs { products[3], products[4] } do g.choice, g.kp = pair[i], ceil_div(g.k, 4) * 4 end
@@ -214,7 +215,7 @@ local function plan_fused(shape, t, arch)
   p.reserve("colpart_out", COL_SPLIT * HID)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)
   for _, g in ipairs(products) do
-    if g.choice.splits > 1 then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
+    if g.choice.splits > 1 and not g.choice.cluster then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
     if g.choice.wg and not g.b_direct then p.reserve("tB_" .. g.name, g.n * g.kp) end
   end
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
@@ -256,24 +257,25 @@ local function plan_fused(shape, t, arch)
   -- arguments (A's map, B's map, output, column sums), and whether it makes
   -- its A's column sums.
   local function tma_product(g, paired)
-    local c, split = g.choice.config, g.choice.splits > 1
+    local c, split = g.choice.config, g.choice.splits > 1 and not g.choice.cluster
     local sums = makes_sums(g, paired)
     local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                      RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
                      A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta,
-                     B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n }
+                     B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n,
+                     CLUSTER = g.choice.cluster and g.choice.splits or 1 }
     -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
     local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                   or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
     local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn, GEMM_BK) .. bind(g.b)
                   or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK) .. wsp("tB_" .. g.name)
     local out = split and wsp("splitk_" .. g.name) or bind(g.c)
-    local colsum = not sums and "i64:0" or split and wsp(g.bias_part) or g.bias
+    local colsum = not sums and "i64:0" or g.choice.splits > 1 and wsp(g.bias_part) or g.bias -- a row per slice
     return values, { map_a .. bind(g.a), map_b, out, colsum }, sums
   end
   -- After a product on its lane: the reduce of its K slices, its column sums' last step.
   local function finish_product(g, sums)
-    local kname, split = p.prefix .. "_" .. g.name, g.choice.splits > 1
+    local kname, split = p.prefix .. "_" .. g.name, g.choice.splits > 1 and not g.choice.cluster
     if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
       p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = BT,
                                                    SPLITS = g.choice.splits, NORMS = gs_half and 1 or 0 })
@@ -285,7 +287,7 @@ local function plan_fused(shape, t, arch)
       p.kernel(g.name .. "_reduce", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
                { wsp("splitk_" .. g.name), bind(g.c), "f32:one" })
     end
-    if sums and split then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
+    if sums and g.choice.splits > 1 then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
   end
   -- One product in its own launch; true where it made its column sums.
   local function gemm(g)
@@ -332,6 +334,10 @@ local function plan_fused(shape, t, arch)
                      COMMENT2 = g2.comment }
     for k, v in pairs(v1) do values[k .. "1"] = v end
     for k, v in pairs(v2) do values[k .. "2"] = v end
+    -- pair_dsm: clusters of the split products' slices (one size a launch);
+    -- each product's blocks then padded to whole clusters.
+    values.CLUSTER = math.max(v1.CLUSTER, v2.CLUSTER)
+    values.CLUSTER_DIMS = values.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1)", values.CLUSTER) or ""
     -- Each product's blocks: K slices [S0, S0 + NS) x tile rows [Y0, Y0 + NY).
     local blocks = 0
     for i, g in ipairs { g1, g2 } do
@@ -344,7 +350,7 @@ local function plan_fused(shape, t, arch)
         if part == "kv" then y0, ny = q_rows, ny - q_rows else ny = q_rows end
       end
       values["S0" .. i], values["NS" .. i], values["Y0" .. i], values["NY" .. i] = s0, ns, y0, ny
-      blocks = blocks + ceil_div(g.n, c.config.bn) * ny * ns
+      blocks = blocks + ceil_div(ceil_div(g.n, c.config.bn) * ny * ns, values.CLUSTER) * values.CLUSTER
     end
     p.render("gemm_tma_pair_kernel.cu", values)
     p.kernel(name, { blocks, 1, 1 },

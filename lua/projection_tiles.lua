@@ -117,7 +117,14 @@ end
 -- choose() does. wide_only (pair=2): 128x256 tiles only. Returns the choices of g1
 -- and g2 (swapped: g2's blocks go first), or nil where none fits. splits1:
 -- g1's K splits to choose from (pair_kv: 3, at the q | k | v boundaries).
+-- dsm (pair_dsm=1): a split product's slices are added across the cluster of
+-- their tile's blocks (gemm_tma's CLUSTER): no reduce, but each block longer
+-- by parking its tile in shared memory, two cluster barriers and reading
+-- (s - 1) / s of a tile from the others (DSMEM_RATE a block, a guess until
+-- measured); where both products are split, by the same s (one cluster size a
+-- launch). Such a choice has `cluster` set.
 local PAIR_BLOCK_SETUP, PAIR_SPLITS, PAIR_MAX_BLOCKS = 3e-6, { 1, 2, 3, 4 }, 8 * SMS
+local DSMEM_SETUP, DSMEM_RATE = 1e-6, 60e9
 local function pair_makespan(n1, t1, n2, t2)
   -- The SMs as groups of equal load, least first: each step gives the least
   -- loaded group (or as many of its SMs as blocks are left) one block each.
@@ -138,7 +145,7 @@ local function pair_makespan(n1, t1, n2, t2)
   place(n2, t2)
   return groups[#groups].load
 end
-function M.choose_pair(g1, g2, limit, wide_only, splits1)
+function M.choose_pair(g1, g2, limit, wide_only, splits1, dsm)
   local best
   local function options(g, splits)
     local out = {}
@@ -147,10 +154,16 @@ function M.choose_pair(g1, g2, limit, wide_only, splits1)
         for _, s in ipairs(splits or PAIR_SPLITS) do
           local kslice = k_slice(g.k, s)
           if kslice then
-            out[#out + 1] = { config = c, splits = s, kslice = kslice, wg = true, tma = true,
-                              blocks = ceil_div(g.m, c.bm) * ceil_div(g.n, c.bn) * s,
-                              block_time = PAIR_BLOCK_SETUP + 2 * c.bm * c.bn * kslice / c.rate,
-                              reduce = split_cost(g.m, g.n, s), smem = M.tma_smem(c, g.ta) }
+            local cluster = dsm and s > 1
+            local o = { config = c, splits = s, kslice = kslice, wg = true, tma = true, cluster = cluster or nil,
+                        blocks = ceil_div(g.m, c.bm) * ceil_div(g.n, c.bn) * s,
+                        block_time = PAIR_BLOCK_SETUP + 2 * c.bm * c.bn * kslice / c.rate,
+                        reduce = split_cost(g.m, g.n, s), smem = M.tma_smem(c, g.ta) }
+            if cluster then
+              o.reduce = 0
+              o.block_time = o.block_time + DSMEM_SETUP + c.bm * c.bn * 4 * (s - 1) / s / DSMEM_RATE
+            end
+            out[#out + 1] = o
           end
         end
       end
@@ -160,7 +173,7 @@ function M.choose_pair(g1, g2, limit, wide_only, splits1)
   local second = options(g2)
   for _, a in ipairs(options(g1, splits1)) do
     for _, b in ipairs(second) do
-      if a.blocks + b.blocks <= PAIR_MAX_BLOCKS then
+      if a.blocks + b.blocks <= PAIR_MAX_BLOCKS and not (a.cluster and b.cluster and a.splits ~= b.splits) then
         local x, y = a, b
         if y.block_time > x.block_time then x, y = y, x end
         local time = pair_makespan(x.blocks, x.block_time, y.blocks, y.block_time) + a.reduce + b.reduce

@@ -28,31 +28,50 @@ double uniform_pm1() {
 bool close_enough(double worst, double refmax) { return worst <= 2e-3 * refmax; }
 
 // C = op(A) @ B^T on 128 x BN tiles, K in slices of KSPLIT (each slice's C
-// apart, added here); A [M, K] or (TA) [K, M], B [N, K]. COLSUM (TA): also
+// apart, added here; or, CLUSTER, a tile's slices a cluster of blocks, which
+// add them into C); A [M, K] or (TA) [K, M], B [N, K]. COLSUM (TA): also
 // A's column sums over each slice, as the bias gradients are made. B_ROUND:
 // B rounded in place by the producer; C_T: C stored transposed ([N, M]).
 template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT, bool COLSUM = false,
-          bool B_ROUND = false, bool C_T = false>
+          bool B_ROUND = false, bool C_T = false, bool CLUSTER = false>
 bool gemm_case() {
     constexpr int BM = 128, STAGES = 4, RAW = 2;
-    constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT;
-    std::vector<float> A(M * K), B(N * K), C(SPLITS * M * N, NAN), sums(SPLITS * M, NAN);
+    constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT, PARTS = CLUSTER ? 1 : SPLITS;
+    std::vector<float> A(M * K), B(N * K), C(PARTS * M * N, NAN), sums(SPLITS * M, NAN);
     for (auto &x : A) x = (float)uniform_pm1();
     for (auto &x : B) x = (float)uniform_pm1();
     const tc::tma_map ma = TA ? tc::tma_map{A.data(), K, M, M, 32, BM, 0} : tc::tma_map{A.data(), M, K, K, BM, 32, 1};
     const tc::tma_map mb{B.data(), N, K, K, BN, 32, 1};
     const int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM - 1) / BM);
     emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
-        const int id = (int)blockIdx.x, split = id / (gx * gy), bx = id % gx, by = id / gx % gy;
-        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, B_ROUND, C_T>(
-            &ma, &mb, C.data() + split * M * N, C_T ? M : N, 1.f, split, COLSUM ? sums.data() : nullptr, bx, by);
-    });
+        const int id = (int)blockIdx.x;
+        const int tile = CLUSTER ? id / (int)SPLITS : id % (gx * gy), split = CLUSTER ? id % SPLITS : id / (gx * gy);
+        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, B_ROUND, C_T, CLUSTER ? (int)SPLITS : 1>(
+            &ma, &mb, C.data() + (CLUSTER ? 0 : split * M * N), C_T ? M : N, 1.f, split, COLSUM ? sums.data() : nullptr,
+            tile % gx, tile / gx);
+    }, CLUSTER ? (unsigned)SPLITS : 1);
+    // CLUSTER: the same bits as the slices written apart and added in slice
+    // order in fp32 (what a split product's reduce launch does).
+    long long unequal = 0;
+    if (CLUSTER) {
+        std::vector<float> parts(SPLITS * M * N, NAN);
+        emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
+            const int id = (int)blockIdx.x, split = id / (gx * gy), tile = id % (gx * gy);
+            tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, false, TRUNC, B_ROUND>(
+                &ma, &mb, parts.data() + split * M * N, N, 1.f, split, nullptr, tile % gx, tile / gx);
+        });
+        for (long long i = 0; i < M * N; ++i) {
+            float sum = parts[i];
+            for (long long sp = 1; sp < SPLITS; ++sp) sum += parts[sp * M * N + i];
+            unequal += __float_as_uint(sum) != __float_as_uint(C[i]);
+        }
+    }
     double worst = 0, refmax = 0;
     for (long long m = 0; m < M; ++m)
         for (long long n = 0; n < N; ++n) {
             double r = 0, o = 0;
             for (long long k = 0; k < K; ++k) r += (double)(TA ? A[k * M + m] : A[m * K + k]) * B[n * K + k];
-            for (long long s = 0; s < SPLITS; ++s) o += C[s * M * N + (C_T ? n * M + m : m * N + n)];
+            for (long long s = 0; s < PARTS; ++s) o += C[s * M * N + (C_T ? n * M + m : m * N + n)];
             worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
             refmax = std::fmax(refmax, std::fabs(r));
         }
@@ -64,12 +83,14 @@ bool gemm_case() {
             const double o = sums[sp * M + m];
             sums_err = std::fmax(sums_err, std::isnan(o) ? INFINITY : std::fabs(o - r));
         }
-    const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * KSPLIT;
-    char sums_note[64] = "";
+    const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * KSPLIT && unequal == 0;
+    char sums_note[128] = "";
     if (COLSUM) snprintf(sums_note, sizeof sums_note, ", column sums' %.3g", sums_err);
-    printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d COLSUM=%d B_ROUND=%d C_T=%d M=%lld N=%lld K=%lld in %lld slice(s): "
+    if (CLUSTER) snprintf(sums_note + strlen(sums_note), sizeof sums_note - strlen(sums_note),
+                          ", %lld outputs unlike the slices added in order", unequal);
+    printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d COLSUM=%d B_ROUND=%d C_T=%d M=%lld N=%lld K=%lld in %lld slice(s)%s: "
            "max abs err %.3g of %.3g%s\n", ok ? "PASS" : "FAIL", TA, BN, TRUNC, COLSUM, B_ROUND, C_T, M, N, K, SPLITS,
-           worst, refmax, sums_note);
+           CLUSTER ? " added in a cluster" : "", worst, refmax, sums_note);
     return ok;
 }
 
@@ -131,6 +152,11 @@ int main() {
     // gA^T as ga_tma=2 makes it: A = out_weight [K, M] (TA), B = grad_output as it lies (B_ROUND), C stored as gA.
     failed += !gemm_case<true, 256, false, 256, 373, 192, 64, false, true, true>();
     failed += !gemm_case<false, 128, true, 130, 100, 96, 96, false, true, true>();
+    // The slices added across a cluster: 2 (rows split evenly), 3 (43, 43, 42
+    // rows) and 4; M past one tile, N not a multiple of 4 (the elementwise tail).
+    failed += !gemm_case<false, 256, true, 200, 256, 300, 160, false, false, false, true>();
+    failed += !gemm_case<true, 128, false, 130, 198, 300, 128, true, false, false, true>();
+    failed += !gemm_case<false, 128, false, 100, 128, 500, 128, false, false, false, true>();
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID);
 #include "emu_gq_cases.inc"
     printf("%d failed\n", failed);

@@ -6,8 +6,8 @@
  * organisation (att_kb) where the heuristic would not take it, at T that
  * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
  * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
- * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T (ga_tma=2), a case past 2^31
- * elements in each [B, 16, T, T] tensor, and
+ * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T (ga_tma=2), the pair's K slices
+ * added across clusters (pair_dsm), a case past 2^31 elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -168,6 +168,15 @@ int main(void) {
     runs[n++].c.tiles = "ga_tma=2";
     runs[n] = make_run(4, 640, 0.1, ATTNBWD_PRECISION_TF32, 0, "ga_tma=2");
     runs[n++].c.tiles = "ga_tma=2";
+    /* The pair's K slices added across a cluster of its tile's blocks (pair_dsm=1): grad_hidden in clusters
+     * of 4 (128x128 tiles past 17 rows; 128x256) and 3 (rows 43/43/42), grad_qkv_weight (its A transposed,
+     * its column sums) in clusters of 2 and 3, both products clustered at B=1,T=853. */
+    const int64_t dsm[][3] = {{1, 17, 1}, {2, 129, 1}, {2, 352, 0}, {1, 853, 0}, {16, 176, 0}, {4, 640, 0}};
+    for (size_t i = 0; i < sizeof dsm / sizeof dsm[0]; i++) {
+        runs[n] = make_run(dsm[i][0], dsm[i][1], 0.1, ATTNBWD_PRECISION_TF32, dsm[i][2] ? CHECK_EDIT_MASK_ZEROS : 0,
+                           dsm[i][2] ? "mask0 pair_dsm=1" : "pair_dsm=1");
+        runs[n++].c.tiles = "pair_dsm=1";
+    }
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");

@@ -293,7 +293,8 @@ static int names_arg(const plan_launch *x, const char *ws) {
 typedef struct product_view {
     const char *a, *b, *out, *colsum;
     unsigned gx, gy, splits, stages; /* stages: a pair's, from its kernel's comment (0 otherwise) */
-    int pair, which;
+    unsigned cluster;                /* a pair's launch: its clusters' size; 1: none */
+    int pair, which, clustered;      /* clustered: its K slices added across their cluster (pair_dsm=1) */
 } product_view;
 
 static int ends_with(const char *s, const char *tail) {
@@ -310,6 +311,7 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
         assert_int_equal(x->n_args, 5);
         v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->args[4];
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
+        v.cluster = 1;
         return v;
     }
     assert_int_equal(x->n_args, 9);
@@ -332,6 +334,13 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
     const tmap_arg b = parse_tmap(v.b), a = parse_tmap(v.a);
     const unsigned long long m = a.swizzle ? a.rows : a.cols;
     v.gx = (unsigned)((b.rows + bn - 1) / bn), v.gy = (unsigned)((m + bm - 1) / bm);
+    /* the kernel's clusters: "constexpr int CLUSTER = c, CLUSTER1 = c1, CLUSTER2 = c2;" */
+    const char *cl = strstr(k, "constexpr int CLUSTER = ");
+    unsigned c[3];
+    assert_non_null(cl);
+    assert_int_equal(sscanf(cl, "constexpr int CLUSTER = %u, CLUSTER1 = %u, CLUSTER2 = %u;", &c[0], &c[1], &c[2]), 3);
+    v.cluster = c[0];
+    v.clustered = c[1 + v.which] > 1;
     return v;
 }
 
@@ -372,9 +381,11 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_int_equal(v->gx, (unsigned)((b.rows + bn - 1) / bn));
     assert_int_equal(v->gy, (unsigned)((m + bm - 1) / bm));
     assert_int_equal(x->block[0], bm / 64 * 128 + 128);
-    /* K slices: their partial products into the workspace, else the product into its output */
+    /* K slices: their partial products into the workspace, else (or added across their cluster) the
+     * product into its output */
     assert_true(v->splits >= 1 && (unsigned long long)v->splits <= (k + 127) / 128 + 1);
-    if (v->splits > 1) assert_int_equal(strncmp(v->out, "ws:", 3), 0);
+    if (v->splits > 1) assert_int_equal(strncmp(v->out, v->clustered ? "out:" : "ws:", v->clustered ? 4 : 3), 0);
+    if (v->clustered) assert_true(v->splits == v->cluster && v->cluster <= 8);
     if (v->pair) {
         /* each product's stages fit the launch's shared memory */
         assert_true(v->stages >= 4 && tma_smem(v->stages, bm, bn, ta) <= x->shared_bytes);
@@ -386,6 +397,19 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_true(x->shared_bytes <= 227 * 1024);
     assert_non_null(strstr(p->source, "tc::gemm_tma<"));
     return v->gx * v->gy * v->splits;
+}
+
+/* The line before launch x's kernel's name in the source (its qualifiers), as a string of its own. */
+static const char *kernel_head(const kernel_plan *p, const plan_launch *x) {
+    static char head[256];
+    char name[256];
+    snprintf(name, sizeof name, "\n%s(", x->name);
+    const char *at = strstr(p->source, name), *start = at;
+    assert_non_null(at);
+    while (start > p->source && start[-1] != '\n') start--;
+    assert_true(at - start < (long)sizeof head);
+    snprintf(head, sizeof head, "%.*s", (int)(at - start), start);
+    return head;
 }
 
 /* A pair launch's part of each product (the source's "This launch:" lines):
@@ -427,13 +451,15 @@ static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) 
             if (!strcmp(p->launches[i].name, want)) other = i;
         assert_true(other > l && p->launches[other].lane == 0 && x->lane != 0);
     }
-    unsigned blocks = 0;
-    int split = 0;
+    unsigned blocks = 0, cluster = 0;
+    int split = 0, clustered = 0;
     for (int i = 0; i < 2; ++i) {
         const product_view v = view_product(p, x, names[i]);
         const unsigned all = check_tma_product(p, x, &v, s), w = v.which;
         assert_true(part.s0[w] + part.ns[w] <= v.splits && part.y0[w] + part.ny[w] <= v.gy);
-        blocks += v.gx * part.ny[w] * part.ns[w];
+        /* each product's blocks in whole clusters (those past its count return) */
+        blocks += (v.gx * part.ny[w] * part.ns[w] + v.cluster - 1) / v.cluster * v.cluster;
+        cluster = v.cluster, clustered += v.clustered;
         if (!kv && !q) assert_int_equal(v.gx * part.ny[w] * part.ns[w], all);
         if (kv) { /* the two parts: disjoint, all of the product's blocks */
             const pair_part qp = parse_pair_part(p, &p->launches[other]);
@@ -442,12 +468,26 @@ static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) 
         }
         if (v.splits < 2 || kv) continue;
         split++;
-        int r = l + 1; /* its reduce reads the partial products */
+        int r = l + 1; /* its reduce reads the partial products; none where its cluster adds them */
         while (r < p->n_launches && strcmp(p->launches[r].args[0], v.out)) r++;
+        if (v.clustered) {
+            assert_int_equal(r, p->n_launches);
+            continue;
+        }
         assert_true(r < p->n_launches && strstr(p->launches[r].name, "_reduce") && p->launches[r].lane == x->lane);
     }
     assert_int_equal(x->grid[0], blocks);
     assert_true(split < 2 || strcmp(x->args[2], x->args[6]));
+    /* pair_dsm=1 clusters the split products (where one is split) and nothing else does */
+    const int dsm = tile(p->tiles, "pair_dsm") == 1 && !kv && !q;
+    assert_int_equal(clustered, dsm ? split : 0);
+    assert_int_equal(cluster > 1, clustered > 0);
+    assert_int_equal(strstr(kernel_head(p, x), "__cluster_dims__") != NULL, cluster > 1);
+    if (cluster > 1) {
+        char dims[48];
+        snprintf(dims, sizeof dims, "__cluster_dims__(%u, 1, 1)", cluster);
+        assert_non_null(strstr(kernel_head(p, x), dims));
+    }
 }
 
 /* The attention pass on wgmma reads P and Pd (arguments 4 and 5) as they

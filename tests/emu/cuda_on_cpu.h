@@ -1,6 +1,8 @@
 // CUDA on the CPU, as far as the TMA-fed wgmma templates need it
 // (templates/gemm_tma.cu, grad_query_tma.cu): one std::thread per CUDA thread, blocks one after
-// another; mbarriers with phases, parity waits and transaction bytes; 2-D TMA
+// another, or a cluster's together (each block its own shared memory; the
+// cluster's barrier; loads from another block's shared memory); mbarriers
+// with phases, parity waits and transaction bytes; 2-D TMA
 // boxes copied at once (zeros past the tensor, the 128-byte swizzle on
 // shared-memory offsets); wgmma m64nNk8 TF32 with both operands K-major in
 // that swizzle, read through its descriptor, each thread computing its own
@@ -16,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -42,9 +45,10 @@ inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f;
 typedef long long i64;
 
 constexpr size_t EMU_SMEM = 232448;
-// One block's shared memory: the symbol smem4, which the templates' block-scope
-// `extern __shared__ float4 smem4[]` names in any namespace (a kernel's is
-// extern "C"; tc's functions' is tc::smem4, given that symbol here).
+// A block's shared memory outside a cluster: the symbol smem4, which the
+// templates' block-scope `extern __shared__ float4 smem4[]` names in any
+// namespace (a kernel's is extern "C"; tc's functions' is tc::smem4, given
+// that symbol here). A cluster's blocks each have their own (tc::smem_1k).
 alignas(1024) inline float4 smem4[EMU_SMEM / 16];
 namespace tc { extern float4 smem4[EMU_SMEM / 16] __asm__("smem4"); }
 
@@ -67,18 +71,61 @@ inline void meet_at(meet &x, unsigned n, std::unique_lock<std::mutex> &l) {
     if (++x.arrived == n) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
     else x.cv.wait(l, [&] { return x.gen != gen; });
 }
-inline meet block_meet; // __syncthreads, for the block's blockDim.x threads
+// A block: its shared memory (1 KiB aligned, as the templates' smem_1k gives
+// it: smem4, or its own in a cluster) and its __syncthreads.
+struct alignas(1024) smem_bytes { unsigned char b[EMU_SMEM]; };
+struct block_state {
+    unsigned char *smem;
+    std::unique_ptr<smem_bytes> own; // C++17's aligned new
+    meet sync;
+    unsigned live = 0; // once none of its threads runs, its shared memory is poisoned (another block's, on the GPU)
+};
+// A cluster: its blocks, which run together, and barrier.cluster, which
+// every thread of them that has not exited meets at (an exit counts as an
+// arrival, as on the GPU).
+struct cluster_state {
+    std::vector<std::unique_ptr<block_state>> blocks;
+    unsigned live = 0, arrived = 0, gen = 0;
+    std::condition_variable cv;
+    void release_if_all() {
+        if (arrived > 0 && arrived == live) { arrived = 0; gen++; cv.notify_all(); }
+    }
+};
+inline thread_local block_state *this_block;
+inline thread_local cluster_state *this_cluster;
 }
 
 inline void __syncthreads() {
     std::unique_lock<std::mutex> l(emu::mu);
-    emu::meet_at(emu::block_meet, blockDim.x, l);
+    emu::meet_at(emu::this_block->sync, blockDim.x, l);
 }
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 
 namespace tc {
 struct tma_map { const float *base; long long rows, cols, ld; int box_rows, box_cols, swizzle; };
 inline unsigned to_tf32(float x) { return __float_as_uint(x) + 0x1000u; }
-inline unsigned smem_u32(const void *p) { return (unsigned)((const char *)p - (const char *)smem4); }
+inline unsigned smem_u32(const void *p) { return (unsigned)((const unsigned char *)p - emu::this_block->smem); }
+inline float *smem_1k() { return reinterpret_cast<float *>(emu::this_block->smem); }
+inline void cluster_sync() {
+    std::unique_lock<std::mutex> l(emu::mu);
+    auto &c = *emu::this_cluster;
+    const unsigned gen = c.gen;
+    c.arrived++;
+    c.release_if_all();
+    if (!c.cv.wait_for(l, std::chrono::seconds(120), [&] { return c.gen != gen; })) {
+        fprintf(stderr, "DEADLOCK: block %u thread %u waits at the cluster barrier\n", blockIdx.x, threadIdx.x);
+        abort();
+    }
+}
+// mapa + ld.shared::cluster: the same offset in block `rank`'s shared memory.
+inline float4 ld_dsmem_f4(const float *local, unsigned rank) {
+    auto &c = *emu::this_cluster;
+    if (rank >= c.blocks.size()) { fprintf(stderr, "DSMEM rank %u of a cluster of %zu\n", rank, c.blocks.size()); abort(); }
+    float4 v;
+    std::lock_guard<std::mutex> l(emu::mu);
+    memcpy(&v, c.blocks[rank]->smem + smem_u32(local), 16);
+    return v;
+}
 inline void pdl_enter() {}
 inline void mbar_init(unsigned long long *b, unsigned count) {
     std::lock_guard<std::mutex> l(emu::mu);
@@ -149,7 +196,7 @@ inline unsigned long long wg_desc(const float *tile) {
     return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
 inline float tf32_in(float x) { return __uint_as_float(__float_as_uint(x) & 0xFFFFE000u); } // what the tensor cores read
-inline float smem_at(unsigned off) { float v; memcpy(&v, (const char *)smem4 + off, 4); return v; }
+inline float smem_at(unsigned off) { float v; memcpy(&v, emu::this_block->smem + off, 4); return v; }
 // m64nNk8, both operands K-major in the 128-byte swizzle: this thread's N/2 accumulators.
 template <int N> inline void wgmma_ss(float *d, unsigned long long a, unsigned long long b) {
     for (unsigned long long x : {a, b})
@@ -171,16 +218,39 @@ inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned lo
 inline void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256>(d, a, b); }
 } // namespace tc
 
-// Runs f (a kernel call) on grid blocks of block threads, one block at a time.
-template <class F> void emu_launch(unsigned grid, unsigned block, F f) {
+// Runs f (a kernel call) on grid blocks of block threads, a cluster of
+// `cluster` consecutive blocks at a time (all of its threads together).
+template <class F> void emu_launch(unsigned grid, unsigned block, F f, unsigned cluster = 1) {
+    if (grid % cluster) { fprintf(stderr, "a grid of %u blocks in clusters of %u\n", grid, cluster); abort(); }
     gridDim = {grid, 1, 1};
     blockDim = {block, 1, 1};
-    for (unsigned bx = 0; bx < grid; ++bx) {
+    for (unsigned c0 = 0; c0 < grid; c0 += cluster) {
         emu::bars.clear();
-        memset(smem4, 0xff, sizeof smem4); // poison: NaN bits
+        emu::cluster_state cs;
+        for (unsigned r = 0; r < cluster; ++r) {
+            auto b = std::make_unique<emu::block_state>();
+            if (cluster > 1) b->own = std::make_unique<emu::smem_bytes>();
+            b->smem = cluster > 1 ? b->own->b : (unsigned char *)smem4;
+            if ((uintptr_t)b->smem % 1024) { fprintf(stderr, "shared memory not 1 KiB aligned\n"); abort(); }
+            memset(b->smem, 0xff, EMU_SMEM); // poison: NaN bits
+            b->live = block;
+            cs.blocks.push_back(std::move(b));
+        }
+        cs.live = cluster * block;
         std::vector<std::thread> th;
-        for (unsigned tx = 0; tx < block; ++tx)
-            th.emplace_back([=] { blockIdx = {bx, 0, 0}; threadIdx = {tx, 0, 0}; f(); });
+        for (unsigned r = 0; r < cluster; ++r)
+            for (unsigned tx = 0; tx < block; ++tx)
+                th.emplace_back([=, &cs] {
+                    blockIdx = {c0 + r, 0, 0};
+                    threadIdx = {tx, 0, 0};
+                    emu::this_block = cs.blocks[r].get();
+                    emu::this_cluster = &cs;
+                    f();
+                    std::lock_guard<std::mutex> l(emu::mu);
+                    if (--emu::this_block->live == 0) memset(emu::this_block->smem, 0xff, EMU_SMEM);
+                    cs.live--;
+                    cs.release_if_all();
+                });
         for (auto &x : th) x.join();
     }
 }
