@@ -118,6 +118,11 @@ function M.heuristic(shape, arch)
   -- gq_tma=1: gQ's product TMA-fed and persistent (templates/grad_query_tma.cu),
   -- gq_bn rows of gS a tile. Not measured yet (built 2026-12-04 without a GPU).
   t.gq_tma = 0
+  -- gs_direct=1 (B = 1): gS written by the pass straight into
+  -- grad_edit_region_bias, which it is there, instead of into the workspace
+  -- and copied (67 MB read and 67 MB written at T = 1024, on the side lane
+  -- that ends some B = 1 calls). Not yet measured on a GPU: off.
+  t.gs_direct = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -170,6 +175,8 @@ local CHOICES = {
                          .. "where the attention pass and gQ run on wgmma" },
   { "pair_dsm", { 0, 1 }, "the pair's K slices added by a reduce launch, or across the cluster of their tile's "
                          .. "blocks, where pair > 0 and pair_kv = 0" },
+  { "gs_direct", { 0, 1 }, "gS in the workspace, or (B = 1) straight into grad_edit_region_bias, where the "
+                           .. "pass and gQ run on wgmma (gq_tma=0) and gS is fp32" },
   { "gs_round", { 0, 1 }, "gS stored as computed, gQ's product rounding it to TF32, or stored rounded by the "
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
   { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "
@@ -331,6 +338,11 @@ function M.candidates(shape)
       fed.gq_tma, fed.gs_round = 1, round
       add(fed)
     end
+  end
+  if shape.batch == 1 then -- gS straight into grad_edit_region_bias
+    local direct = M.heuristic(shape)
+    direct.gs_direct = 1
+    add(direct)
   end
   local dsm = M.heuristic(shape) -- the pair's K slices added across their cluster (where it pairs)
   dsm.pair_dsm = 1 - dsm.pair_dsm

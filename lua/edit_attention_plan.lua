@@ -202,11 +202,22 @@ local function plan_fused(shape, t, arch)
   -- gs_round: gS stored rounded to TF32 by the wgmma pass, where gQ runs on wgmma too (fp32 gS).
   local gs_round = t.gs_round == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 and
                    not gs_half
+  -- gs_direct (B = 1): gS is grad_edit_region_bias itself; the wgmma pass
+  -- writes it there ([16, 1024, 1024]: its rows 1024 floats apart, its
+  -- heads 1024 rows), gQ reads it there, and the bias sums only add its
+  -- within/cross products and write the columns past T: no gS in the
+  -- workspace, and no copy of it.
+  local gs_direct = t.gs_direct == 1 and B == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and
+                    t.gs_store == 1 and not gs_half and t.gq_tma ~= 1 -- gq_tma's map: gS's [B*16*T, T] rows
+  if gs_direct then gs_ld = POS end
+  local gs_rows = gs_direct and POS or T -- gS's rows per (b, h)
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
   p.reserve("wcpart", B * H * NJ * 2)
-  p.reserve("gs", t.gs_store == 1 and (gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld) or 0)
+  p.reserve("gs", t.gs_store == 1 and not gs_direct and (gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld)
+                  or 0)
+  local gs = gs_direct and "out:grad_edit_region_bias" or wsp("gs")
   p.reserve("gan", gs_half and B * H * T or 0)
   p.reserve("gsinv", gs_half and B * H * NJ or 0)
   local gan = gs_half and wsp("gan") or "i64:0"
@@ -413,14 +424,14 @@ local function plan_fused(shape, t, arch)
     local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
     p.kernel("attention_wg", { ceil_div(NJ, t.att_kb), B * H, 1 },
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
-             "in:attention_mask", wsp("gqkv"), wsp("gs"), "f32:scale", gan, gsinv, "f32:dropout_p" }, nil,
+             "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p" }, nil,
            attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb))
   else
     p.kernel("attention", { NJ, B * H, 1 },
            { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
              "in:attention_probs_dropped", "in:attention_mask", "in:edit_region_mask", wsp("gqkv"),
              -- grad_edit_region_bias: summed into with gs_store=0 only (else unused: gs in its place)
-             t.gs_store == 0 and "out:grad_edit_region_bias" or wsp("gs"), wsp("wcpart"), wsp("gs"), "f32:scale" },
+             t.gs_store == 0 and "out:grad_edit_region_bias" or gs, wsp("wcpart"), gs, "f32:scale" },
            nil,
            attention_smem(t.bj, t.gs_store, t.p_stages))
   end
@@ -432,7 +443,7 @@ local function plan_fused(shape, t, arch)
     p.on(1)
     p.wait("attention")
     if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
-    p.bias_sums(wsp("gs"), zero_early and T or POS, gsinv)
+    p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local kname = p.prefix .. "_grad_query"
@@ -446,7 +457,7 @@ local function plan_fused(shape, t, arch)
                                       A_ROUND = not gs_round })
       local smem = (stages * (bm + D) * GEMM_BK + raw * GEMM_BK * D) * 4 + (3 * stages + 2 * raw) * 8 + 1024
       p.kernel("grad_query", { math.min(tiles, SMS), 1, 1 },
-               { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * T, T, gs_ld, bm, GEMM_BK) .. wsp("gs"),
+               { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * T, T, gs_ld, bm, GEMM_BK) .. gs,
                  string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
                  wsp("gqkv"), "f32:scale" }, { 128 + bm // 64 * 128, 1, 1 }, smem)
     elseif gq_wg then
@@ -454,14 +465,15 @@ local function plan_fused(shape, t, arch)
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
-        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D, SB1 = H * T * gs_ld,
-        SB0 = T * gs_ld, SC1 = T * QKV, SC0 = D, B_T = gs_half and "unsigned short" or "float", NKB = NJ,
+        KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D,
+        SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D,
+        B_T = gs_half and "unsigned short" or "float", NKB = NJ,
         B_RAW = not gs_round,
       })
       -- gs_half: the inverse scales of the K blocks follow the stages.
       local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H },
-               { "in:key", wsp("gs"), wsp("gqkv"), "f32:scale", gsinv }, { w.bm // 64 * 128, 1, 1 }, smem)
+               { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv }, { w.bm // 64 * 128, 1, 1 }, smem)
     else
       local c = GEMM_CONFIGS[3]
       p.render("gemm_tc_batched_kernel.cu", {
@@ -471,7 +483,7 @@ local function plan_fused(shape, t, arch)
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H,
         SA1 = H * T * gs_ld, SA0 = T * gs_ld, SB1 = H * T * D, SB0 = T * D, SC1 = T * QKV, SC0 = D,
       })
-      p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { wsp("gs"), "in:key", wsp("gqkv"), "f32:scale" },
+      p.kernel("grad_query", { 1, ceil_div(T, c.bm), B * H }, { gs, "in:key", wsp("gqkv"), "f32:scale" },
                { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
     end
     p.signal("grad_qkv")
@@ -521,14 +533,15 @@ local function plan_fused(shape, t, arch)
                                    MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
                                    SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
   if att_wg then
-    local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, P_STAGES = t.p_stages,
+    local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
                      P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
                      GS_ROUND = gs_round and 1 or 0 }
     p.render("attention_wg.cu", values)
     p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
   end
   if t.gs_store == 1 then
-    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0 })
+    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0,
+                                        IN_PLACE = gs_direct and 1 or 0 })
   end
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
@@ -595,7 +608,7 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
   p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0 })
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0 })
   p.render("grad_scores.cu", { PREFIX = p.prefix })
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
   return p.finish(arch, 4)

@@ -41,6 +41,9 @@
 namespace fw {
 typedef long long i64;
 constexpr i64 kB = {{B}}, kT = {{T}}, GS_LD = {{GS_LD}};
+// gs's rows per (b, h): T, or 1024 where gs is grad_edit_region_bias itself
+// (tile gs_direct=1, B = 1: gS is that gradient there).
+constexpr i64 GS_ROWS = {{GS_ROWS}};
 constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
 constexpr int BJ = 64, P_STAGES = {{P_STAGES}};
 constexpr bool P_TMA = {{P_TMA}};

@@ -8,8 +8,8 @@
 // stages half as much, and a block has twice the work for its prologue. A
 // warpgroup past the last key block only stages. (Three warpgroups, three key
 // blocks, fit in shared memory too, but were slower: docs/benchmarks.md.) gS
-// goes to gs [B, 16, T, GS_LD] (rows padded with zeros to GS_LD) for the gQ
-// product and the bias sums.
+// goes to gs [B, 16, GS_ROWS, GS_LD] (rows padded with zeros to GS_LD) for
+// the gQ product and the bias sums.
 namespace fw {
 // Two warpgroups, 32 rows a step, three step buffers (see the step's end).
 constexpr int NW = 2, NT = NW * 128, BI = 32, BUFS = 3;
@@ -137,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         dl = i < kT ? rowdot[head_rows + i] : 0.f;
     };
     // gS goes to gs row i0 + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
-    const i64 gs_base = (head_rows + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
+    const i64 gs_base = ((i64)bh * GS_ROWS + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
     const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
 
     // Prologue: v of the block's NW x 64 keys, the first steps' loads (attention_wg.cu).

@@ -2,7 +2,7 @@
 // owns (b, h) and 64 keys j (grid (NJ, B*16), 256 threads). Its two
 // warpgroups each walk their own 32 of every 64 query rows i, with their own
 // loads, ring and barriers; they share only v_j, and add their gV and gK once
-// at the end (a fixed order: deterministic). gS goes to gs [B, 16, T, GS_LD]
+// at the end (a fixed order: deterministic). gS goes to gs [B, 16, GS_ROWS, GS_LD]
 // (rows padded with zeros to GS_LD) for the gQ product and the bias sums.
 namespace fw {
 constexpr int BI = 64, HALF = 32;
@@ -135,7 +135,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         dl = i < kT ? rowdot[head_rows + i] : 0.f;
     };
     // gS goes to gs row i0 + 32 w + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
-    const i64 gs_base = (head_rows + HALF * w + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
+    const i64 gs_base = ((i64)bh * GS_ROWS + HALF * w + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
     const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
 
     // Prologue: v of the block's 64 keys, the first steps' loads (attention_wg.cu).

@@ -5,6 +5,13 @@
 namespace ea {
 constexpr long long kB = {{B}}, kT = {{T}}, kLd = {{GS_LD}}; // gS rows: kLd elements apart
 constexpr int kHeads = 16, kPos = 1024;
+// kInPlace (tile gs_direct=1, B = 1): gS is grad_edit_region_bias itself,
+// written there by the attention pass ([16, 1024, 1024], zeros up to its last
+// key block's end); the sums over the batch are then gS as it is, and only
+// the columns past that are left to write.
+constexpr bool kInPlace = {{IN_PLACE}};
+constexpr long long kGsRows = kInPlace ? kPos : kT; // gS's rows per (b, h)
+static_assert(!kInPlace || (kB == 1 && kLd == kPos), "gS in place is B = 1's, in the output's layout");
 // gS's elements: fp32, or (GS_HALF) fp16 times a power of two per (b, h, 64
 // keys) whose inverse is in gsinv (templates/attention_wg.cu's gs_exponent).
 constexpr bool kHalf = {{GS_HALF}};
@@ -16,7 +23,8 @@ typedef tc::gs_elem<kHalf>::t gs_t;
 // per row the partial sums of gS * m_i*m_j and gS * (m_i != m_j). The output
 // is 64 MiB whatever T is; rows and columns past T are only written: rows past
 // T here when `rows` is 1024, or, with rows = T (tile zero_early=1), by
-// bias_zero_rows earlier.
+// bias_zero_rows earlier. kInPlace: gs is unused (gS is read from the
+// output, through its one pointer).
 //
 // A row is kCT threads (whole warps), each four adjacent columns as one
 // 16-byte store, and a block kRows rows, so that small T still fills its
@@ -41,14 +49,15 @@ extern "C" __global__ void __launch_bounds__(256)
     const int j = 4 * ct;
     float s[4] = {0.f, 0.f, 0.f, 0.f}, within = 0.f, cross = 0.f;
     if (mine && i < kT && j < kT) {
-        const gs_t *col = gs + (h * kT + i) * kLd + j; // + b * 16 * kT * kLd
+        const gs_t *src = kInPlace ? reinterpret_cast<const gs_t *>(grad_edit_region_bias) : gs;
+        const gs_t *col = src + (h * kGsRows + i) * kLd + j; // + b * 16 * kGsRows * kLd
         for (long long b0 = 0; b0 < kB; b0 += kUnroll) {
             float v[kUnroll][4], mi[kUnroll];
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
                 const long long b = b0 + u;
                 if (b >= kB) break;
-                const gs_t *row = col + b * kHeads * kT * kLd;
+                const gs_t *row = col + b * kHeads * kGsRows * kLd;
                 if constexpr (kHalf) {
                     const float inv = gsinv[(b * kHeads + h) * kNJ + j / 64];
                     if constexpr (kVec) {
@@ -84,7 +93,11 @@ extern "C" __global__ void __launch_bounds__(256)
     }
     if (mine) { // the whole row: the sums, then zeros up to 1024 columns
         float *out = grad_edit_region_bias + (h * kPos + i) * kPos;
-        *reinterpret_cast<float4 *>(out + j) = make_float4(s[0], s[1], s[2], s[3]);
+        // In place, gS stands where it is, and the pass wrote zeros up to its
+        // last key block's end: only the columns past that, which gQ (beside
+        // this kernel) never reads.
+        if (!kInPlace || i >= kT || j >= 64 * kNJ)
+            *reinterpret_cast<float4 *>(out + j) = make_float4(s[0], s[1], s[2], s[3]);
         for (int c = j + 4 * kCT; c < kPos; c += 4 * kCT)
             *reinterpret_cast<float4 *>(out + c) = make_float4(0.f, 0.f, 0.f, 0.f);
     }

@@ -6,8 +6,10 @@
  * organisation (att_kb) where the heuristic would not take it, at T that
  * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
  * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
- * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T (ga_tma=2), the pair's K slices
- * added across clusters (pair_dsm), a case past 2^31 elements in each [B, 16, T, T] tensor, and
+ * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T
+ * (ga_tma=2), the pair's K slices added across clusters (pair_dsm), gS
+ * written straight into grad_edit_region_bias at B = 1 (gs_direct), a case
+ * past 2^31 elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -176,6 +178,18 @@ int main(void) {
         runs[n] = make_run(dsm[i][0], dsm[i][1], 0.1, ATTNBWD_PRECISION_TF32, dsm[i][2] ? CHECK_EDIT_MASK_ZEROS : 0,
                            dsm[i][2] ? "mask0 pair_dsm=1" : "pair_dsm=1");
         runs[n++].c.tiles = "pair_dsm=1";
+    }
+    /* gS written by the pass straight into grad_edit_region_bias (gs_direct=1, B = 1): one key block a
+     * block and two (T = 1000), key zeros at T = 17, gS rounded (gs_round=1), and the output's rows past T
+     * written after the pass (zero_early=0) rather than before it. */
+    const struct { int64_t T; unsigned flags; const char *what, *tiles; } direct[] = {
+        {373, 0, "gs_direct=1", "gs_direct=1"}, {1000, 0, "gs_direct=1", "gs_direct=1"},
+        {17, CHECK_EDIT_MASK_ZEROS, "mask0 gs_direct=1", "gs_direct=1"},
+        {129, 0, "gs_direct=1 gs_round=1", "gs_direct=1 gs_round=1"},
+        {200, 0, "gs_direct=1 zero_early=0", "gs_direct=1 zero_early=0"}};
+    for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++) {
+        runs[n] = make_run(1, direct[i].T, 0.1, ATTNBWD_PRECISION_TF32, direct[i].flags, direct[i].what);
+        runs[n++].c.tiles = direct[i].tiles;
     }
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */

@@ -175,13 +175,20 @@ static void happens_before(const kernel_plan *p, uint64_t before[]) {
 /* Launches that share a workspace region or an output run one after the
  * other, except readers of a finished region: the three of grad_qkv
  * (grad_hidden, grad_qkv_weight, its column sums) and the two of gS (the
- * bias sums, gQ). The side lanes must carry real work on a plan this size. */
+ * bias sums, gQ; with gs_direct=1 the sums also write the columns of
+ * grad_edit_region_bias past the pass's last key block, which gQ does not
+ * read), and, with gs_direct=1, bias_zero_rows beside the pass and gQ: it
+ * writes grad_edit_region_bias's rows past T, the pass those before T, and
+ * gQ reads rows and columns before T only (its tiles stop at K = N = T).
+ * The side lanes must carry real work on a plan this size. */
 static void check_lanes(const kernel_plan *p) {
     assert_true(p->n_launches <= 64);
     uint64_t before[64];
     happens_before(p, before);
     static const char *readers[][3] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial"},
-                                       {"_bias_grads", "_grad_query", "_grad_query"}};
+                                       {"_bias_grads", "_grad_query", "_grad_query"},
+                                       {"_bias_zero_rows", "_attention_wg", "_grad_query"}};
+    const int groups = strstr(p->tiles, "gs_direct=1") ? 3 : 2;
     for (int b = 0; b < p->n_launches; ++b)
         for (int a = 0; a < b; ++a) {
             const plan_launch *x = &p->launches[a], *y = &p->launches[b];
@@ -192,7 +199,7 @@ static void check_lanes(const kernel_plan *p) {
                               !strcmp(x->args[i], y->args[j]);
             if (!shared || (before[b] >> a & 1)) continue;
             int both_read = 0;
-            for (int r = 0; r < 2; ++r) {
+            for (int r = 0; r < groups; ++r) {
                 int ia = 0, ib = 0;
                 for (int k = 0; k < 3; ++k) {
                     ia |= strstr(x->name, readers[r][k]) && !strstr(x->name, "_reduce");
@@ -970,6 +977,62 @@ static void ga_tma2_plans(void **state) {
     gen_close(g);
 }
 
+/* gs_direct=1 at B = 1: the pass writes gS into grad_edit_region_bias (rows
+ * 1024 floats apart, heads 1024 rows apart), gQ reads it there with those
+ * strides, the bias sums read it in place (no gs argument), and the
+ * workspace has no gS; at B = 2 it changes nothing but the tiles' text. */
+static void gs_direct_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 17}, {1, 373}, {1, 1024}, {2, 129}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1];
+        size_t ws[2];
+        char *src[2];
+        for (int direct = 0; direct <= 1; ++direct) {
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+            kernel_plan p;
+            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1" : NULL, &p), ATTNBWD_OK);
+            const int on = direct && B == 1;
+            const plan_launch *pass = launch_named(&p, "_attention_wg"), *gq = launch_named(&p, "_grad_query"),
+                              *bias = launch_named(&p, "_bias_grads");
+            assert_non_null(pass);
+            assert_non_null(gq);
+            assert_non_null(bias);
+            const char *gs = pass->args[8];
+            assert_string_equal(gq->args[1], gs);
+            if (on) {
+                assert_string_equal(gs, "out:grad_edit_region_bias");
+                assert_string_equal(bias->args[0], "i64:0");
+            } else {
+                assert_int_equal(strncmp(gs, "ws:", 3), 0);
+                assert_string_equal(bias->args[0], gs);
+            }
+            char want[96];
+            snprintf(want, sizeof want, "GS_LD = %lld;", on ? 1024LL : (long long)((T + 3) / 4 * 4));
+            assert_non_null(strstr(p.source, want));
+            snprintf(want, sizeof want, "constexpr i64 GS_ROWS = %lld;", on ? 1024LL : (long long)T);
+            assert_non_null(strstr(p.source, want));
+            assert_non_null(strstr(p.source, on ? "constexpr bool kInPlace = 1;" : "constexpr bool kInPlace = 0;"));
+            /* gQ's B (gS): its rows' stride, and its batch and head strides */
+            const char *call = strstr(strstr(p.source, "_grad_query("), "tc::gemm_wg<");
+            assert_non_null(call);
+            const long long rows = on ? 1024 : T, ld = on ? 1024 : (T + 3) / 4 * 4;
+            assert_int_equal(template_arg(call, 4), ld); /* LDB */
+            snprintf(want, sizeof want, "B + z1 * %lld + z0 * %lld,", 16 * rows * ld, rows * ld);
+            assert_non_null(strstr(call, want));
+            ws[direct] = p.workspace_bytes;
+            src[direct] = strdup(p.source);
+            kernel_plan_free(&p);
+        }
+        if (B == 1) assert_true(ws[0] - ws[1] >= (size_t)(16 * T * ((T + 3) / 4 * 4) * 4));
+        else assert_true(ws[0] == ws[1] && !strcmp(strchr(src[0], '\n'), strchr(src[1], '\n')));
+        free(src[0]);
+        free(src[1]);
+    }
+    gen_close(g);
+}
+
 /* Problem 2 on devices with less shared memory than the H200: the heuristic's
  * kernels fit each architecture's per-block limit, and an architecture
  * without the tensor-core instructions is refused with the reason. */
@@ -1086,6 +1149,7 @@ int main(void) {
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),
         cmocka_unit_test(ga_tma2_plans),
+        cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
