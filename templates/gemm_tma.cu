@@ -123,7 +123,8 @@ template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile,
 }
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
-          bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1>
+          bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
+          bool IN_CLUSTER = (CLUSTER > 1)>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
@@ -133,12 +134,15 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     static_assert(!TA || RAW >= 1, "TA needs raw tiles");
     static_assert(!COLSUM || TA, "column sums of A are made from the raw TA tiles");
     static_assert(!A_TRUNC || !TA, "a TA product rounds as it transposes");
-    static_assert(CLUSTER == 1 || (BM * (BN + 8) <= STAGES * STAGE && !C_T), "the parked tile fits in the stages; C as stored");
-    // The same address either way: a cluster's blocks through smem_1k (where
-    // tests/emu gives each block its own memory); the others as computed here
-    // (ptxas schedules smem_1k's form differently: unmeasured, so not taken).
+    static_assert(CLUSTER == 1 || (BM * (BN + 8) <= STAGES * STAGE && !C_T),
+                  "the parked tile fits in the stages; C as stored");
+    static_assert(CLUSTER == 1 || IN_CLUSTER, "K slices added across a cluster are a cluster launch's");
+    // The same address either way: the blocks of a launch in clusters
+    // (IN_CLUSTER) through smem_1k (where tests/emu gives each block its own
+    // memory); the others as computed here (ptxas schedules smem_1k's form
+    // differently: unmeasured, so not taken).
     float *smem;
-    if constexpr (CLUSTER > 1) {
+    if constexpr (IN_CLUSTER) {
         smem = smem_1k();
     } else {
         extern __shared__ float4 smem4[];

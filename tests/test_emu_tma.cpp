@@ -15,6 +15,9 @@
 
 #include "gemm_tma.cu"
 
+#include "emu_pair_1.inc" // tests/CMakeLists.txt renders them from templates/gemm_tma_pair_kernel.cu
+#include "emu_pair_2.inc"
+
 namespace {
 
 uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -138,6 +141,61 @@ bool gq_case(const char *name, gq_kernel kernel, int B, int T, int BM, int a_rou
     return ok;
 }
 
+// One product of a pair launch: its operands (A [M, K] or, TA, [K, M]; B
+// [N, K]), its tensor maps, output and column sums (a row per K slice).
+struct pair_product {
+    long long M, N, K, ksplit;
+    bool ta, colsum;
+    int bn;
+    std::vector<float> A, B, C, sums;
+    tc::tma_map ma, mb;
+    pair_product(long long m, long long n, long long k, bool ta_, int bn_, long long ks, bool cs)
+        : M(m), N(n), K(k), ksplit(ks), ta(ta_), colsum(cs), bn(bn_), A(m * k), B(n * k), C(m * n, NAN),
+          sums(((k + ks - 1) / ks) * m, NAN) {
+        for (auto &x : A) x = (float)uniform_pm1();
+        for (auto &x : B) x = (float)uniform_pm1();
+        ma = ta ? tc::tma_map{A.data(), K, M, M, 32, 128, 0} : tc::tma_map{A.data(), M, K, K, 128, 32, 1};
+        mb = tc::tma_map{B.data(), N, K, K, bn, 32, 1};
+    }
+    // every output against the double product, and (colsum) each slice's column sums
+    bool check(const char *what) const {
+        double worst = 0, refmax = 0, sums_err = 0;
+        for (long long m = 0; m < M; ++m)
+            for (long long n = 0; n < N; ++n) {
+                double r = 0;
+                for (long long k = 0; k < K; ++k) r += (double)(ta ? A[k * M + m] : A[m * K + k]) * B[n * K + k];
+                const double o = C[m * N + n];
+                worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
+                refmax = std::fmax(refmax, std::fabs(r));
+            }
+        for (long long sp = 0; colsum && sp * ksplit < K; ++sp)
+            for (long long m = 0; m < M; ++m) {
+                double r = 0;
+                for (long long k = sp * ksplit; k < K && k < (sp + 1) * ksplit; ++k) r += A[k * M + m];
+                const double o = sums[sp * M + m];
+                sums_err = std::fmax(sums_err, std::isnan(o) ? INFINITY : std::fabs(o - r));
+            }
+        const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * ksplit;
+        printf("%s   %s: M=%lld N=%lld K=%lld in %lld slice(s)%s: max abs err %.3g of %.3g, column sums' %.3g\n",
+               ok ? "PASS" : "FAIL", what, M, N, K, (K + ksplit - 1) / ksplit, colsum ? ", column sums" : "", worst,
+               refmax, sums_err);
+        return ok;
+    }
+};
+
+// A pair launch (templates/gemm_tma_pair_kernel.cu, rendered by
+// tests/CMakeLists.txt) in clusters of `cluster` blocks: `grid` blocks, each
+// product's padded to whole clusters.
+template <class K>
+bool pair_case(const char *name, K kernel, pair_product &p1, pair_product &p2, unsigned grid, unsigned cluster) {
+    printf("pair launch %s, %u blocks in clusters of %u:\n", name, grid, cluster);
+    emu_launch(grid, tc::gemm_tma_threads(128), [&] {
+        kernel(p1.ma, p1.mb, p1.C.data(), p1.sums.data(), p2.ma, p2.mb, p2.C.data(), p2.sums.data(), 1.f);
+    }, cluster);
+    const bool a = p1.check("product 1"), b = p2.check("product 2");
+    return a && b;
+}
+
 } // namespace
 
 #include "emu_gq_kernels.inc"
@@ -157,6 +215,14 @@ int main() {
     failed += !gemm_case<false, 256, true, 200, 256, 300, 160, false, false, false, true>();
     failed += !gemm_case<true, 128, false, 130, 198, 300, 128, true, false, false, true>();
     failed += !gemm_case<false, 128, false, 100, 128, 500, 128, false, false, false, true>();
+    { // product 1 clustered (3 slices: 6 blocks), product 2's 4 blocks padded to 6
+        pair_product p1(200, 256, 300, false, 256, 128, false), p2(200, 256, 200, true, 128, 224, true);
+        failed += !pair_case("emu_pair_1", emu_pair_1, p1, p2, 12, 3);
+    }
+    { // product 1's 3 blocks padded to 4, product 2 clustered (2 slices, column sums per slice: 8 blocks)
+        pair_product p1(300, 128, 96, false, 128, 96, false), p2(130, 198, 300, true, 128, 160, true);
+        failed += !pair_case("emu_pair_2", emu_pair_2, p1, p2, 12, 2);
+    }
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID);
 #include "emu_gq_cases.inc"
     printf("%d failed\n", failed);

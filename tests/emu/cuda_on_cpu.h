@@ -30,6 +30,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(a, b)
 #define __grid_constant__
+#define __cluster_dims__(x, y, z) // emu_launch's cluster argument
 #define __restrict__
 #define __shared__
 struct dim3e { unsigned x = 0, y = 0, z = 0; };
