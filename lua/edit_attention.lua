@@ -339,14 +339,8 @@ function M.candidates(shape)
       add(fed)
     end
   end
-  if shape.batch == 1 then -- gS straight into grad_edit_region_bias
-    local direct = M.heuristic(shape)
-    direct.gs_direct = 1
-    add(direct)
-  end
-  local dsm = M.heuristic(shape) -- the pair's K slices added across their cluster (where it pairs)
-  dsm.pair_dsm = 1 - dsm.pair_dsm
-  if dsm.pair > 0 then add(dsm) end
+  -- Not offered yet: pair_dsm=1 and gs_direct=1 (built 2026-12-04 without a
+  -- GPU; a kernel that has never run could hang an exploration).
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

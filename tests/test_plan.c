@@ -977,6 +977,31 @@ static void ga_tma2_plans(void **state) {
     gen_close(g);
 }
 
+/* pair_dsm=1 (given as tiles: not among the candidates until it has run on
+ * a GPU): the pair launch's split products clustered (check_tma_pair), at
+ * least one of them where the plan splits, and no reduce launch for them. */
+static void pair_dsm_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 17}, {1, 373}, {1, 853}, {2, 768}, {16, 176}, {4, 640}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+        kernel_plan p;
+        assert_int_equal(gen_plan(g, &s, "sm_90", "pair_dsm=1", &p), ATTNBWD_OK);
+        int pairs = 0;
+        for (int l = 0; l < p.n_launches; ++l)
+            if (is_pair(&p.launches[l])) {
+                check_tma_pair(&p, l, &s);
+                assert_non_null(strstr(kernel_head(&p, &p.launches[l]), "__cluster_dims__("));
+                pairs++;
+            }
+        assert_int_equal(pairs, 1);
+        assert_null(launch_named(&p, "_grad_hidden_reduce"));
+        kernel_plan_free(&p);
+    }
+    gen_close(g);
+}
+
 /* gs_direct=1 at B = 1: the pass writes gS into grad_edit_region_bias (rows
  * 1024 floats apart, heads 1024 rows apart), gQ reads it there with those
  * strides, the bias sums read it in place (no gs argument), and the
@@ -1149,6 +1174,7 @@ int main(void) {
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),
         cmocka_unit_test(ga_tma2_plans),
+        cmocka_unit_test(pair_dsm_plans),
         cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
