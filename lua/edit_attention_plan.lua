@@ -195,8 +195,8 @@ local function plan_fused(shape, t, arch)
   -- gs_direct (B = 1): gS is grad_edit_region_bias itself; the wgmma pass
   -- writes it there ([16, 1024, 1024]: its rows 1024 floats apart, its
   -- heads 1024 rows), gQ reads it there, and the bias sums only add its
-  -- within/cross products and write the columns past T: no gS in the
-  -- workspace, and no copy of it.
+  -- within/cross products and write the columns past the pass's last key
+  -- block: no gS in the workspace, and no copy of it.
   local gs_direct = t.gs_direct == 1 and B == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and
                     t.gs_store == 1 and not gs_half
   if gs_direct then gs_ld = POS end
@@ -205,8 +205,8 @@ local function plan_fused(shape, t, arch)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
   p.reserve("wcpart", B * H * NJ * 2)
-  p.reserve("gs", t.gs_store == 1 and not gs_direct and (gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld)
-                  or 0)
+  local gs_floats = gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld
+  p.reserve("gs", t.gs_store == 1 and not gs_direct and gs_floats or 0)
   local gs = gs_direct and "out:grad_edit_region_bias" or wsp("gs")
   p.reserve("gan", gs_half and B * H * T or 0)
   p.reserve("gsinv", gs_half and B * H * NJ or 0)
@@ -440,7 +440,8 @@ local function plan_fused(shape, t, arch)
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D,
-        SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D, B_T = gs_half and "unsigned short" or "float", NKB = NJ,
+        SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D,
+        B_T = gs_half and "unsigned short" or "float", NKB = NJ,
         B_RAW = not gs_round,
       })
       -- gs_half: the inverse scales of the K blocks follow the stages.
