@@ -205,8 +205,8 @@ local function plan_fused(shape, t, arch)
   -- gs_direct (B = 1): gS is grad_edit_region_bias itself; the wgmma pass
   -- writes it there ([16, 1024, 1024]: its rows 1024 floats apart, its
   -- heads 1024 rows), gQ reads it there, and the bias sums only add its
-  -- within/cross products and write the columns past T: no gS in the
-  -- workspace, and no copy of it.
+  -- within/cross products and write the columns past the pass's last key
+  -- block: no gS in the workspace, and no copy of it.
   local gs_direct = t.gs_direct == 1 and B == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and
                     t.gs_store == 1 and not gs_half and t.gq_tma ~= 1 -- gq_tma's map: gS's [B*16*T, T] rows
   if gs_direct then gs_ld = POS end
@@ -215,8 +215,8 @@ local function plan_fused(shape, t, arch)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
   p.reserve("wcpart", B * H * NJ * 2)
-  p.reserve("gs", t.gs_store == 1 and not gs_direct and (gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld)
-                  or 0)
+  local gs_floats = gs_half and ceil_div(B * H * T * gs_ld, 2) or B * H * T * gs_ld
+  p.reserve("gs", t.gs_store == 1 and not gs_direct and gs_floats or 0)
   local gs = gs_direct and "out:grad_edit_region_bias" or wsp("gs")
   p.reserve("gan", gs_half and B * H * T or 0)
   p.reserve("gsinv", gs_half and B * H * NJ or 0)
