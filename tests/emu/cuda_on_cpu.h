@@ -1,7 +1,8 @@
 // CUDA on the CPU, as far as the TMA-fed wgmma templates need it
 // (templates/gemm_tma.cu, grad_query_tma.cu): one std::thread per CUDA
-// thread, blocks one after another, or a cluster's together (each block its own shared memory; the
-// cluster's barrier; loads from another block's shared memory); mbarriers
+// thread, blocks one after another, or a cluster's together (each block its
+// own shared memory; the cluster's barrier; loads from another block's shared
+// memory); mbarriers
 // with phases, parity waits and transaction bytes; 2-D TMA boxes copied at
 // once (zeros past the tensor, the 128-byte swizzle on shared-memory
 // offsets); wgmma m64nNk8 TF32 with both operands K-major in
