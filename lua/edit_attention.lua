@@ -321,26 +321,15 @@ function M.candidates(shape)
   local ga = M.heuristic(shape) -- gA on mma.sync where the model says so, or TMA-fed
   ga.ga_tma = 1 - ga.ga_tma
   add(ga)
-  if first.tma == 1 then -- gA^T, out_weight not transposed
-    local gat = M.heuristic(shape)
-    gat.ga_tma = 2
-    add(gat)
-  end
   local side = M.heuristic(shape) -- the side lanes after gA
   side.side_start = 1 - side.side_start
   add(side)
   local rounded = M.heuristic(shape) -- gS stored rounded to TF32, gQ reading it as stored
   rounded.gs_round = 1
   add(rounded)
-  if first.tma == 1 and first.wg_gq == 1 then -- gQ TMA-fed, on gS as computed and stored rounded
-    for _, round in ipairs { 0, 1 } do
-      local fed = M.heuristic(shape)
-      fed.gq_tma, fed.gs_round = 1, round
-      add(fed)
-    end
-  end
-  -- Not offered yet: pair_dsm=1 and gs_direct=1 (built 2026-12-04 without a
-  -- GPU; a kernel that has never run could hang an exploration).
+  -- Not offered yet: gq_tma=1, ga_tma=2, pair_dsm=1 and gs_direct=1 (built
+  -- 2026-12-04 without a GPU; a kernel that has never run could hang an
+  -- exploration). Given as tiles they plan, compile and have GPU cases.
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end
