@@ -205,23 +205,22 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                 continue;
             }
             float *As = smem + s * STAGE + B_TILE;
-            // 16-byte chunk c of row m: consecutive threads take consecutive rows.
+            if constexpr (TA) {
+                // 16-byte chunk c of row m: consecutive threads take consecutive rows.
 #pragma unroll
-            for (int j = 0; j < ITERS; ++j) {
-                const int i = p + j * TMA_PREP_THREADS;
-                if (i >= BM * 8) break;
-                const int m = i % BM, c = i / BM;
-                if constexpr (TA) { // raw [32, BM] -> the swizzled K-major tile, rounded
+                for (int j = 0; j < ITERS; ++j) {
+                    const int i = p + j * TMA_PREP_THREADS;
+                    if (i >= BM * 8) break;
+                    const int m = i % BM, c = i / BM;
+                    // raw [32, BM] -> the swizzled K-major tile, rounded
                     const float *R = raw + (kt % RAW) * A_TILE + 4 * c * BM + m;
                     const float r0 = R[0], r1 = R[BM], r2 = R[2 * BM], r3 = R[3 * BM];
                     *reinterpret_cast<uint4 *>(&As[m * 32 + 4 * (c ^ (m % 8))]) =
                         make_uint4(to_tf32(r0), to_tf32(r1), to_tf32(r2), to_tf32(r3));
                     if (COLSUM && sums) cs[j % 4] += ((r0 + r1) + r2) + r3; // rows past K are the TMA's zeros
-                } else { // rounded in place; the chunks in a rotated order against bank conflicts
-                    uint4 *q = reinterpret_cast<uint4 *>(&As[m * 32 + 4 * ((c + m) % 8)]);
-                    const float4 v = *reinterpret_cast<const float4 *>(q);
-                    *q = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
                 }
+            } else {
+                round_tile_prep<BM>(As, p); // rounded in place
             }
             if constexpr (B_ROUND) round_tile_prep<BN>(smem + s * STAGE, p);
             fence_async_shared(); // the rounded tile, to the wgmmas (async proxy)

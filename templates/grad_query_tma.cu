@@ -36,9 +36,7 @@ extern "C" __global__ void __launch_bounds__(128 + gq::NC * 128, 1)
          float *__restrict__ gqkv, float alpha) {
     tc::pdl_enter();
     using namespace gq;
-    extern __shared__ float4 smem4[];
-    const unsigned raw_addr = tc::smem_u32(smem4);
-    float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw_addr % 1024) % 1024) / 4; // launch asks 1 KiB more
+    float *smem = tc::smem_1k(); // the launch asks 1 KiB more
     float *raw = smem + STAGES * STAGE;
     unsigned long long *full = reinterpret_cast<unsigned long long *>(raw + RAW * RAW_TILE);
     unsigned long long *ready = full + STAGES, *empty = ready + STAGES, *kfull = empty + STAGES;
