@@ -48,7 +48,9 @@ static const char *prec_name(int p) {
 }
 
 /* atol for a shape not in the public file: the file's tolerances grow about
- * as 0.001*sqrt(B*T), and are never below 0.019. */
+ * as 0.001*sqrt(B*T), and are never below 0.019; times 2^16 with
+ * CHECK_EDIT_LARGE, as every output is. The name: the shape, the flags'
+ * words (large, mask0, biases), then `what`. */
 static run make_run(int64_t B, int64_t T, double p, int precision, unsigned flags, const char *what) {
     run r;
     memset(&r, 0, sizeof r);
@@ -60,14 +62,22 @@ static run make_run(int64_t B, int64_t T, double p, int precision, unsigned flag
     c->shape.dropout = p > 0.0;
     c->shape.precision = precision;
     c->p_dropout = p;
-    c->atol = fmax(0.019, 0.001 * sqrt((double)(B * T)));
+    c->atol = fmax(0.019, 0.001 * sqrt((double)(B * T))) * (flags & CHECK_EDIT_LARGE ? 65536.0 : 1.0);
     c->rtol = 1e-5;
     c->match_ratio = 0.98;
-    snprintf(c->name, sizeof c->name, "extra B=%lld T=%lld p=%g%s%s", (long long)B, (long long)T, p,
-             what[0] ? " " : "", what);
+    snprintf(c->name, sizeof c->name, "extra B=%lld T=%lld p=%g%s%s%s%s%s", (long long)B, (long long)T, p,
+             flags & CHECK_EDIT_LARGE ? " large" : "", flags & CHECK_EDIT_MASK_ZEROS ? " mask0" : "",
+             flags & CHECK_EDIT_BIASES ? " biases" : "", what[0] ? " " : "", what);
     r.flags = flags;
     r.strict = precision == ATTNBWD_PRECISION_FP32;
     r.may_refuse = T > 1024;
+    return r;
+}
+
+/* A TF32 case with `tiles` over the heuristic's (named after them). */
+static run tiled_run(int64_t B, int64_t T, double p, unsigned flags, const char *tiles) {
+    run r = make_run(B, T, p, ATTNBWD_PRECISION_TF32, flags, tiles);
+    r.c.tiles = tiles;
     return r;
 }
 
@@ -100,6 +110,7 @@ int main(void) {
     enum { MAX_RUNS = 96 };
     static run runs[MAX_RUNS];
     size_t n = 0;
+    const unsigned MASK0 = CHECK_EDIT_MASK_ZEROS, LARGE = CHECK_EDIT_LARGE, BIASES = CHECK_EDIT_BIASES;
     const int precs[2] = {ATTNBWD_PRECISION_TF32, ATTNBWD_PRECISION_FP16};
     for (int q = 0; q < 2; q++) {
         for (size_t k = 0; k < ns; k++) {
@@ -112,89 +123,63 @@ int main(void) {
         runs[n++] = make_run(1, 1, 0.1, P, 0, "");
         runs[n++] = make_run(1, 17, 0.1, P, 0, "");
         runs[n++] = make_run(1, 1000, 0.1, P, 0, "");
-        runs[n++] = make_run(2, 64, 0.1, P, CHECK_EDIT_MASK_ZEROS, "mask0");
+        runs[n++] = make_run(2, 64, 0.1, P, MASK0, "");
         runs[n++] = make_run(2, 64, 0.0, P, 0, "");
-        runs[n++] = make_run(3, 17, 0.0, P, CHECK_EDIT_MASK_ZEROS | CHECK_EDIT_BIASES, "mask0 biases");
-        runs[n++] = make_run(1, 129, 0.25, P, CHECK_EDIT_MASK_ZEROS, "mask0");
+        runs[n++] = make_run(3, 17, 0.0, P, MASK0 | BIASES, "");
+        runs[n++] = make_run(1, 129, 0.25, P, MASK0, "");
         runs[n++] = make_run(1, 1100, 0.1, P, 0, "");
     }
     /* Two key blocks a block (att_kb=2) where the heuristic takes one: T = 17 and 64 leave the second
      * warpgroup without keys (P by the TMA at odd T, by cp.async at T % 4 == 0), T = 129 the second block's. */
-    runs[n] = make_run(1, 17, 0.1, ATTNBWD_PRECISION_TF32, 0, "att_kb=2");
-    runs[n++].c.tiles = "att_kb=2";
-    runs[n] = make_run(2, 64, 0.0, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 att_kb=2");
-    runs[n++].c.tiles = "att_kb=2";
-    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 att_kb=2");
-    runs[n++].c.tiles = "att_kb=2";
+    runs[n++] = tiled_run(1, 17, 0.1, 0, "att_kb=2");
+    runs[n++] = tiled_run(2, 64, 0.0, MASK0, "att_kb=2");
+    runs[n++] = tiled_run(2, 129, 0.25, MASK0, "att_kb=2");
     /* ... and one key block where it takes two. */
-    runs[n] = make_run(1, 1000, 0.1, ATTNBWD_PRECISION_TF32, 0, "att_kb=1");
-    runs[n++].c.tiles = "att_kb=1";
+    runs[n++] = tiled_run(1, 1000, 0.1, 0, "att_kb=1");
     /* gS in fp16 (gs_half=1, the exploration's): at T = 129 with key zeros, and with grad_output times
      * 2^16, where gS (up to ~1e5) would overflow fp16 without its scale (atol times 2^16, as every output
      * is), also in fp32 (the default). */
-    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 gs_half=1");
-    runs[n++].c.tiles = "gs_half=1";
-    runs[n] = make_run(1, 17, 0.1, ATTNBWD_PRECISION_TF32, CHECK_EDIT_LARGE, "large gs_half=1");
-    runs[n].c.atol *= 65536.0;
-    runs[n++].c.tiles = "gs_half=1";
-    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, CHECK_EDIT_LARGE | CHECK_EDIT_MASK_ZEROS,
-                       "large mask0 gs_half=1");
-    runs[n].c.atol *= 65536.0;
-    runs[n++].c.tiles = "gs_half=1";
-    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, CHECK_EDIT_LARGE | CHECK_EDIT_MASK_ZEROS, "large mask0");
-    runs[n++].c.atol *= 65536.0;
+    runs[n++] = tiled_run(2, 129, 0.25, MASK0, "gs_half=1");
+    runs[n++] = tiled_run(1, 17, 0.1, LARGE, "gs_half=1");
+    runs[n++] = tiled_run(2, 200, 0.1, LARGE | MASK0, "gs_half=1");
+    runs[n++] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, LARGE | MASK0, "");
     /* gS stored rounded to TF32 (gs_round=1), at odd T with key zeros and at T = 200. */
-    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 gs_round=1");
-    runs[n++].c.tiles = "gs_round=1";
-    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, 0, "gs_round=1");
-    runs[n++].c.tiles = "gs_round=1";
+    runs[n++] = tiled_run(2, 129, 0.25, MASK0, "gs_round=1");
+    runs[n++] = tiled_run(2, 200, 0.1, 0, "gs_round=1");
     /* gQ TMA-fed and persistent (gq_tma=1): tiles of 64 and 128 rows, gS rounded by it or stored rounded,
      * odd T with key zeros, T = 17 (one k tile, keys past T zeroed), and blocks that take several tiles
      * (B=4,T=640 with 128 rows: 320 tiles; B=1,T=1000 with 64: 256). */
-    runs[n] = make_run(2, 129, 0.25, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS, "mask0 gq_tma=1");
-    runs[n++].c.tiles = "gq_tma=1";
-    runs[n] = make_run(2, 200, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gs_round=1 gq_bn=128");
-    runs[n++].c.tiles = "gq_tma=1 gs_round=1 gq_bn=128";
-    runs[n] = make_run(3, 17, 0.0, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS | CHECK_EDIT_BIASES,
-                       "mask0 biases gq_tma=1");
-    runs[n++].c.tiles = "gq_tma=1";
-    runs[n] = make_run(4, 640, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gq_bn=128");
-    runs[n++].c.tiles = "gq_tma=1 gq_bn=128";
-    runs[n] = make_run(1, 1000, 0.1, ATTNBWD_PRECISION_TF32, 0, "gq_tma=1 gs_round=1");
-    runs[n++].c.tiles = "gq_tma=1 gs_round=1";
+    runs[n++] = tiled_run(2, 129, 0.25, MASK0, "gq_tma=1");
+    runs[n++] = tiled_run(2, 200, 0.1, 0, "gq_tma=1 gs_round=1 gq_bn=128");
+    runs[n++] = tiled_run(3, 17, 0.0, MASK0 | BIASES, "gq_tma=1");
+    runs[n++] = tiled_run(4, 640, 0.1, 0, "gq_tma=1 gq_bn=128");
+    runs[n++] = tiled_run(1, 1000, 0.1, 0, "gq_tma=1 gs_round=1");
     /* gA as gA^T with grad_output read as it lies (ga_tma=2): K split (B=1,T=373), T = 17 with non-zero
      * projection biases, and B*T = 2560. */
-    runs[n] = make_run(1, 373, 0.1, ATTNBWD_PRECISION_TF32, 0, "ga_tma=2");
-    runs[n++].c.tiles = "ga_tma=2";
-    runs[n] = make_run(3, 17, 0.0, ATTNBWD_PRECISION_TF32, CHECK_EDIT_MASK_ZEROS | CHECK_EDIT_BIASES, "mask0 biases ga_tma=2");
-    runs[n++].c.tiles = "ga_tma=2";
-    runs[n] = make_run(4, 640, 0.1, ATTNBWD_PRECISION_TF32, 0, "ga_tma=2");
-    runs[n++].c.tiles = "ga_tma=2";
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "ga_tma=2");
+    runs[n++] = tiled_run(3, 17, 0.0, MASK0 | BIASES, "ga_tma=2");
+    runs[n++] = tiled_run(4, 640, 0.1, 0, "ga_tma=2");
     /* The pair's K slices added across a cluster of its tile's blocks (pair_dsm=1): grad_hidden in clusters
      * of 4 (128x128 tiles past 17 rows; 128x256) and 3 (rows 43/43/42), grad_qkv_weight (its A transposed,
      * its column sums) in clusters of 2 and 3, both products clustered at B=1,T=853. */
-    const int64_t dsm[][3] = {{1, 17, 1}, {2, 129, 1}, {2, 352, 0}, {1, 853, 0}, {16, 176, 0}, {4, 640, 0}};
-    for (size_t i = 0; i < sizeof dsm / sizeof dsm[0]; i++) {
-        runs[n] = make_run(dsm[i][0], dsm[i][1], 0.1, ATTNBWD_PRECISION_TF32, dsm[i][2] ? CHECK_EDIT_MASK_ZEROS : 0,
-                           dsm[i][2] ? "mask0 pair_dsm=1" : "pair_dsm=1");
-        runs[n++].c.tiles = "pair_dsm=1";
-    }
+    runs[n++] = tiled_run(1, 17, 0.1, MASK0, "pair_dsm=1");
+    runs[n++] = tiled_run(2, 129, 0.1, MASK0, "pair_dsm=1");
+    runs[n++] = tiled_run(2, 352, 0.1, 0, "pair_dsm=1");
+    runs[n++] = tiled_run(1, 853, 0.1, 0, "pair_dsm=1");
+    runs[n++] = tiled_run(16, 176, 0.1, 0, "pair_dsm=1");
+    runs[n++] = tiled_run(4, 640, 0.1, 0, "pair_dsm=1");
     /* gS written by the pass straight into grad_edit_region_bias (gs_direct=1, B = 1): one key block a
      * block and two (T = 1000), key zeros at T = 17, gS rounded (gs_round=1), and the output's rows past T
      * written after the pass (zero_early=0) rather than before it. */
-    const struct { int64_t T; unsigned flags; const char *what, *tiles; } direct[] = {
-        {373, 0, "gs_direct=1", "gs_direct=1"}, {1000, 0, "gs_direct=1", "gs_direct=1"},
-        {17, CHECK_EDIT_MASK_ZEROS, "mask0 gs_direct=1", "gs_direct=1"},
-        {129, 0, "gs_direct=1 gs_round=1", "gs_direct=1 gs_round=1"},
-        {200, 0, "gs_direct=1 zero_early=0", "gs_direct=1 zero_early=0"}};
-    for (size_t i = 0; i < sizeof direct / sizeof direct[0]; i++) {
-        runs[n] = make_run(1, direct[i].T, 0.1, ATTNBWD_PRECISION_TF32, direct[i].flags, direct[i].what);
-        runs[n++].c.tiles = direct[i].tiles;
-    }
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=1");
+    runs[n++] = tiled_run(1, 1000, 0.1, 0, "gs_direct=1");
+    runs[n++] = tiled_run(1, 17, 0.1, MASK0, "gs_direct=1");
+    runs[n++] = tiled_run(1, 129, 0.1, 0, "gs_direct=1 gs_round=1");
+    runs[n++] = tiled_run(1, 200, 0.1, 0, "gs_direct=1 zero_early=0");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");
-    runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, CHECK_EDIT_MASK_ZEROS, "mask0");
+    runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, MASK0, "");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);
 
