@@ -30,6 +30,49 @@ double uniform_pm1() {
 // output; a wrong tile, offset or phase is off by the size of the outputs.
 bool close_enough(double worst, double refmax) { return worst <= 2e-3 * refmax; }
 
+// A product's operands (A [M, K] or, TA, [K, M]; B [N, K]) in [-1, 1], their
+// tensor maps (A's box 128 rows, B's BN), an output C [M, N] and column sums
+// (a row per K slice of ksplit), and their errors against double precision.
+struct product {
+    long long M, N, K, ksplit;
+    bool ta;
+    std::vector<float> A, B, C, sums;
+    tc::tma_map ma, mb;
+    product(long long m, long long n, long long k, bool ta_, int bn, long long ks)
+        : M(m), N(n), K(k), ksplit(ks), ta(ta_), A(m * k), B(n * k), C(m * n, NAN), sums(((k + ks - 1) / ks) * m, NAN) {
+        for (auto &x : A) x = (float)uniform_pm1();
+        for (auto &x : B) x = (float)uniform_pm1();
+        ma = ta ? tc::tma_map{A.data(), K, M, M, 32, 128, 0} : tc::tma_map{A.data(), M, K, K, 128, 32, 1};
+        mb = tc::tma_map{B.data(), N, K, K, bn, 32, 1};
+    }
+    long long splits() const { return (K + ksplit - 1) / ksplit; }
+    // The largest |output - product| (out(m, n) the output; NaN: infinite)
+    // and the largest |product|.
+    template <class Out> void error(Out out, double &worst, double &refmax) const {
+        worst = 0, refmax = 0;
+        for (long long m = 0; m < M; ++m)
+            for (long long n = 0; n < N; ++n) {
+                double r = 0;
+                for (long long k = 0; k < K; ++k) r += (double)(ta ? A[k * M + m] : A[m * K + k]) * B[n * K + k];
+                const double o = out(m, n);
+                worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
+                refmax = std::fmax(refmax, std::fabs(r));
+            }
+    }
+    // The largest error of `sums` against A's column sums over each K slice (TA).
+    double sums_error() const {
+        double err = 0; // fp32 sums of at most ksplit values in [-1, 1]
+        for (long long sp = 0; sp < splits(); ++sp)
+            for (long long m = 0; m < M; ++m) {
+                double r = 0;
+                for (long long k = sp * ksplit; k < K && k < (sp + 1) * ksplit; ++k) r += A[k * M + m];
+                const double o = sums[sp * M + m];
+                err = std::fmax(err, std::isnan(o) ? INFINITY : std::fabs(o - r));
+            }
+        return err;
+    }
+};
+
 // C = op(A) @ B^T on 128 x BN tiles, K in slices of KSPLIT (each slice's C
 // apart, added here; or, CLUSTER, a tile's slices a cluster of blocks, which
 // add them into C); A [M, K] or (TA) [K, M], B [N, K]. COLSUM (TA): also
@@ -40,18 +83,15 @@ template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, lo
 bool gemm_case() {
     constexpr int BM = 128, STAGES = 4, RAW = 2;
     constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT, PARTS = CLUSTER ? 1 : SPLITS;
-    std::vector<float> A(M * K), B(N * K), C(PARTS * M * N, NAN), sums(SPLITS * M, NAN);
-    for (auto &x : A) x = (float)uniform_pm1();
-    for (auto &x : B) x = (float)uniform_pm1();
-    const tc::tma_map ma = TA ? tc::tma_map{A.data(), K, M, M, 32, BM, 0} : tc::tma_map{A.data(), M, K, K, BM, 32, 1};
-    const tc::tma_map mb{B.data(), N, K, K, BN, 32, 1};
+    product p(M, N, K, TA, BN, KSPLIT);
+    std::vector<float> C(PARTS * M * N, NAN); // each slice's apart, unless CLUSTER
     const int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM - 1) / BM);
     emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
         const int id = (int)blockIdx.x;
         const int tile = CLUSTER ? id / (int)SPLITS : id % (gx * gy), split = CLUSTER ? id % SPLITS : id / (gx * gy);
         tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, B_ROUND, C_T, CLUSTER ? (int)SPLITS : 1>(
-            &ma, &mb, C.data() + (CLUSTER ? 0 : split * M * N), C_T ? M : N, 1.f, split, COLSUM ? sums.data() : nullptr,
-            tile % gx, tile / gx);
+            &p.ma, &p.mb, C.data() + (CLUSTER ? 0 : split * M * N), C_T ? M : N, 1.f, split,
+            COLSUM ? p.sums.data() : nullptr, tile % gx, tile / gx);
     }, CLUSTER ? (unsigned)SPLITS : 1);
     // CLUSTER: the same bits as the slices written apart and added in slice
     // order in fp32 (what a split product's reduce launch does).
@@ -61,7 +101,7 @@ bool gemm_case() {
         emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
             const int id = (int)blockIdx.x, split = id / (gx * gy), tile = id % (gx * gy);
             tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, false, TRUNC, B_ROUND>(
-                &ma, &mb, parts.data() + split * M * N, N, 1.f, split, nullptr, tile % gx, tile / gx);
+                &p.ma, &p.mb, parts.data() + split * M * N, N, 1.f, split, nullptr, tile % gx, tile / gx);
         });
         for (long long i = 0; i < M * N; ++i) {
             float sum = parts[i];
@@ -69,23 +109,13 @@ bool gemm_case() {
             unequal += __float_as_uint(sum) != __float_as_uint(C[i]);
         }
     }
-    double worst = 0, refmax = 0;
-    for (long long m = 0; m < M; ++m)
-        for (long long n = 0; n < N; ++n) {
-            double r = 0, o = 0;
-            for (long long k = 0; k < K; ++k) r += (double)(TA ? A[k * M + m] : A[m * K + k]) * B[n * K + k];
-            for (long long s = 0; s < PARTS; ++s) o += C[s * M * N + (C_T ? n * M + m : m * N + n)];
-            worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
-            refmax = std::fmax(refmax, std::fabs(r));
-        }
-    double sums_err = 0; // fp32 sums of at most KSPLIT values in [-1, 1]
-    for (long long sp = 0; COLSUM && sp < SPLITS; ++sp)
-        for (long long m = 0; m < M; ++m) {
-            double r = 0;
-            for (long long k = sp * KSPLIT; k < K && k < (sp + 1) * KSPLIT; ++k) r += A[k * M + m];
-            const double o = sums[sp * M + m];
-            sums_err = std::fmax(sums_err, std::isnan(o) ? INFINITY : std::fabs(o - r));
-        }
+    double worst, refmax;
+    p.error([&](long long m, long long n) {
+        double o = 0;
+        for (long long s = 0; s < PARTS; ++s) o += C[s * M * N + (C_T ? n * M + m : m * N + n)];
+        return o;
+    }, worst, refmax);
+    const double sums_err = COLSUM ? p.sums_error() : 0;
     const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * KSPLIT && unequal == 0;
     char sums_note[128] = "";
     if (COLSUM) snprintf(sums_note, sizeof sums_note, ", column sums' %.3g", sums_err);
@@ -141,59 +171,31 @@ bool gq_case(const char *name, gq_kernel kernel, int B, int T, int BM, int a_rou
     return ok;
 }
 
-// One product of a pair launch: its operands (A [M, K] or, TA, [K, M]; B
-// [N, K]), its tensor maps, output and column sums (a row per K slice).
-struct pair_product {
-    long long M, N, K, ksplit;
-    bool ta, colsum;
-    int bn;
-    std::vector<float> A, B, C, sums;
-    tc::tma_map ma, mb;
-    pair_product(long long m, long long n, long long k, bool ta_, int bn_, long long ks, bool cs)
-        : M(m), N(n), K(k), ksplit(ks), ta(ta_), colsum(cs), bn(bn_), A(m * k), B(n * k), C(m * n, NAN),
-          sums(((k + ks - 1) / ks) * m, NAN) {
-        for (auto &x : A) x = (float)uniform_pm1();
-        for (auto &x : B) x = (float)uniform_pm1();
-        ma = ta ? tc::tma_map{A.data(), K, M, M, 32, 128, 0} : tc::tma_map{A.data(), M, K, K, 128, 32, 1};
-        mb = tc::tma_map{B.data(), N, K, K, bn, 32, 1};
-    }
-    // every output against the double product, and (colsum) each slice's column sums
-    bool check(const char *what) const {
-        double worst = 0, refmax = 0, sums_err = 0;
-        for (long long m = 0; m < M; ++m)
-            for (long long n = 0; n < N; ++n) {
-                double r = 0;
-                for (long long k = 0; k < K; ++k) r += (double)(ta ? A[k * M + m] : A[m * K + k]) * B[n * K + k];
-                const double o = C[m * N + n];
-                worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
-                refmax = std::fmax(refmax, std::fabs(r));
-            }
-        for (long long sp = 0; colsum && sp * ksplit < K; ++sp)
-            for (long long m = 0; m < M; ++m) {
-                double r = 0;
-                for (long long k = sp * ksplit; k < K && k < (sp + 1) * ksplit; ++k) r += A[k * M + m];
-                const double o = sums[sp * M + m];
-                sums_err = std::fmax(sums_err, std::isnan(o) ? INFINITY : std::fabs(o - r));
-            }
-        const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * ksplit;
-        printf("%s   %s: M=%lld N=%lld K=%lld in %lld slice(s)%s: max abs err %.3g of %.3g, column sums' %.3g\n",
-               ok ? "PASS" : "FAIL", what, M, N, K, (K + ksplit - 1) / ksplit, colsum ? ", column sums" : "", worst,
-               refmax, sums_err);
-        return ok;
-    }
-};
-
 // A pair launch (templates/gemm_tma_pair_kernel.cu, rendered by
 // tests/CMakeLists.txt) in clusters of `cluster` blocks: `grid` blocks, each
 // product's padded to whole clusters.
 template <class K>
-bool pair_case(const char *name, K kernel, pair_product &p1, pair_product &p2, unsigned grid, unsigned cluster) {
+bool pair_case(const char *name, K kernel, product &p1, bool sums1, product &p2, bool sums2, unsigned grid,
+               unsigned cluster) {
     printf("pair launch %s, %u blocks in clusters of %u:\n", name, grid, cluster);
     emu_launch(grid, tc::gemm_tma_threads(128), [&] {
         kernel(p1.ma, p1.mb, p1.C.data(), p1.sums.data(), p2.ma, p2.mb, p2.C.data(), p2.sums.data(), 1.f);
     }, cluster);
-    const bool a = p1.check("product 1"), b = p2.check("product 2");
-    return a && b;
+    bool ok = true;
+    const product *ps[2] = {&p1, &p2};
+    const bool sums[2] = {sums1, sums2};
+    for (int i = 0; i < 2; ++i) { // every output, and (sums) each slice's column sums
+        const product &p = *ps[i];
+        double worst, refmax;
+        p.error([&](long long m, long long n) { return (double)p.C[m * p.N + n]; }, worst, refmax);
+        const double sums_err = sums[i] ? p.sums_error() : 0;
+        const bool good = close_enough(worst, refmax) && sums_err <= 1e-5 * p.ksplit;
+        printf("%s   product %d: M=%lld N=%lld K=%lld in %lld slice(s)%s: max abs err %.3g of %.3g, column sums' %.3g\n",
+               good ? "PASS" : "FAIL", i + 1, p.M, p.N, p.K, p.splits(), sums[i] ? ", column sums" : "", worst, refmax,
+               sums_err);
+        ok = ok && good;
+    }
+    return ok;
 }
 
 } // namespace
@@ -216,12 +218,12 @@ int main() {
     failed += !gemm_case<true, 128, false, 130, 198, 300, 128, true, false, false, true>();
     failed += !gemm_case<false, 128, false, 100, 128, 500, 128, false, false, false, true>();
     { // product 1 clustered (3 slices: 6 blocks), product 2's 4 blocks padded to 6
-        pair_product p1(200, 256, 300, false, 256, 128, false), p2(200, 256, 200, true, 128, 224, true);
-        failed += !pair_case("emu_pair_1", emu_pair_1, p1, p2, 12, 3);
+        product p1(200, 256, 300, false, 256, 128), p2(200, 256, 200, true, 128, 224);
+        failed += !pair_case("emu_pair_1", emu_pair_1, p1, false, p2, true, 12, 3);
     }
     { // product 1's 3 blocks padded to 4, product 2 clustered (2 slices, column sums per slice: 8 blocks)
-        pair_product p1(300, 128, 96, false, 128, 96, false), p2(130, 198, 300, true, 128, 160, true);
-        failed += !pair_case("emu_pair_2", emu_pair_2, p1, p2, 12, 2);
+        product p1(300, 128, 96, false, 128, 96), p2(130, 198, 300, true, 128, 160);
+        failed += !pair_case("emu_pair_2", emu_pair_2, p1, false, p2, true, 12, 2);
     }
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID);
 #include "emu_gq_cases.inc"
