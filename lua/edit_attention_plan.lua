@@ -452,14 +452,14 @@ local function plan_fused(shape, t, arch)
       -- (templates/grad_query_tma.cu); stages and k's slots fill the shared memory.
       local bm = t.gq_bn
       local stages, raw = bm == 128 and 7 or 10, 4
-      local tiles = B * H * ceil_div(T, bm)
+      local n_tiles = B * H * ceil_div(T, bm)
       p.render("grad_query_tma.cu", { NAME = kname, T = T, Z = B * H, BM = bm, STAGES = stages, RAW = raw,
                                       A_ROUND = not gs_round })
       local smem = (stages * (bm + D) * GEMM_BK + raw * GEMM_BK * D) * 4 + (3 * stages + 2 * raw) * 8 + 1024
-      p.kernel("grad_query", { math.min(tiles, SMS), 1, 1 },
+      p.kernel("grad_query", { math.min(n_tiles, SMS), 1, 1 },
                { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * T, T, gs_ld, bm, GEMM_BK) .. gs,
                  string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
-                 wsp("gqkv"), "f32:scale" }, { 128 + bm // 64 * 128, 1, 1 }, smem)
+                 wsp("gqkv"), "f32:scale" }, { tma_threads({ bm = bm }), 1, 1 }, smem)
     elseif gq_wg then
       local w = { bm = 64, bn = t.gq_bn, stages = 4 }
       p.render("gemm_wg_batched_kernel.cu", {

@@ -31,7 +31,7 @@ static_assert((A_TILE * 4) % 1024 == 0 && (B_TILE * 4) % 1024 == 0, "tiles on th
 static_assert((long long)Z * T < (1ll << 31), "TMA coordinates are 32-bit");
 } // namespace gq
 
-extern "C" __global__ void __launch_bounds__(128 + gq::NC * 128, 1)
+extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(gq::BM), 1)
 {{NAME}}(const __grid_constant__ tc::tma_map map_gs, const __grid_constant__ tc::tma_map map_k,
          float *__restrict__ gqkv, float alpha) {
     tc::pdl_enter();

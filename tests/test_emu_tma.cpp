@@ -143,7 +143,7 @@ bool gq_case(const char *name, gq_kernel kernel, int B, int T, int BM, int a_rou
     if (Z > 1) key[(size_t)T * 64] = INFINITY;
     const tc::tma_map map_gs{gs.data(), (long long)Z * T, T, LD, BM, 32, 1}, map_k{key.data(), (long long)Z * T, 64, 64, 32, 64, 0};
     const float alpha = 0.125f;
-    emu_launch((unsigned)(grid ? grid : tiles < 132 ? tiles : 132), 128 + BM / 64 * 128,
+    emu_launch((unsigned)(grid ? grid : tiles < 132 ? tiles : 132), tc::gemm_tma_threads(BM),
                [&] { kernel(map_gs, map_k, out.data(), alpha); });
     double worst = 0, refmax = 0;
     long outside = 0;
