@@ -21,6 +21,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -66,12 +67,20 @@ inline std::unordered_map<const void *, bar> bars;
 inline void complete_if(bar &b) {
     if (b.pending == 0 && b.tx == 0) { b.done++; b.pending = b.expected; b.cv.notify_all(); }
 }
+// Waits (holding mu through l) until done(); a wait that never ends (two
+// minutes) is reported, with describe()'s words, and aborts.
+template <class Done, class Describe>
+void wait_or_abort(std::condition_variable &cv, std::unique_lock<std::mutex> &l, Done done, Describe describe) {
+    if (cv.wait_for(l, std::chrono::seconds(120), done)) return;
+    fprintf(stderr, "DEADLOCK: block %u thread %u waits %s\n", blockIdx.x, threadIdx.x, describe().c_str());
+    abort();
+}
 // A barrier that n threads meet at, then go on together (bar.sync's kind).
 struct meet { unsigned arrived = 0, gen = 0; std::condition_variable cv; };
 inline void meet_at(meet &x, unsigned n, std::unique_lock<std::mutex> &l) {
     const unsigned gen = x.gen;
     if (++x.arrived == n) { x.arrived = 0; x.gen++; x.cv.notify_all(); }
-    else x.cv.wait(l, [&] { return x.gen != gen; });
+    else wait_or_abort(x.cv, l, [&] { return x.gen != gen; }, [&] { return "at a barrier of " + std::to_string(n); });
 }
 // A block: its shared memory (1 KiB aligned, as the templates' smem_1k gives
 // it: smem4, or its own in a cluster) and its __syncthreads.
@@ -114,10 +123,7 @@ inline void cluster_sync() {
     const unsigned gen = c.gen;
     c.arrived++;
     c.release_if_all();
-    if (!c.cv.wait_for(l, std::chrono::seconds(120), [&] { return c.gen != gen; })) {
-        fprintf(stderr, "DEADLOCK: block %u thread %u waits at the cluster barrier\n", blockIdx.x, threadIdx.x);
-        abort();
-    }
+    emu::wait_or_abort(c.cv, l, [&] { return c.gen != gen; }, [] { return std::string("at the cluster barrier"); });
 }
 // mapa + ld.shared::cluster: the same offset in block `rank`'s shared memory.
 inline float4 ld_dsmem_f4(const float *local, unsigned rank) {
@@ -152,11 +158,10 @@ inline void mbar_arrive(unsigned long long *b) {
 inline void mbar_wait(unsigned long long *b, unsigned parity) {
     std::unique_lock<std::mutex> l(emu::mu);
     auto &x = emu::bars.at(b);
-    if (!x.cv.wait_for(l, std::chrono::seconds(120), [&] { return (x.done & 1) != (parity & 1); })) {
-        fprintf(stderr, "DEADLOCK: block %u thread %u waits on barrier %u parity %u (done %llu)\n", blockIdx.x,
-                threadIdx.x, smem_u32(b), parity, x.done);
-        abort();
-    }
+    emu::wait_or_abort(x.cv, l, [&] { return (x.done & 1) != (parity & 1); }, [&] {
+        return "on barrier " + std::to_string(smem_u32(b)) + " parity " + std::to_string(parity) + " (done " +
+               std::to_string(x.done) + ")";
+    });
 }
 inline unsigned swz(unsigned off) { return off ^ ((off >> 3) & 0x70); } // the 128-byte swizzle, on smem offsets
 inline void tma_load_2d(void *dst, const tma_map *m, unsigned long long *b, int c0, int c1) {
