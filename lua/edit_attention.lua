@@ -216,7 +216,7 @@ function M.validate(shape, t, arch)
   end
   if t.wg == 1 and not wgmma_arch(arch) then return "wg=1 needs sm_90 (wgmma); " .. arch .. " has none" end
   if t.a_smem == 1 and t.wg ~= 1 then return "a_smem=1 (wgmma's A from shared memory) is for wg=1" end
-  local n = arch and tonumber(arch:match("^sm_(%d+)"))
+  local n = limits.arch_number(arch)
   if n and n < 80 then
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
   end

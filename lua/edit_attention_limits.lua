@@ -11,10 +11,14 @@ local D = M.D
 
 function M.ceil_div(a, b) return (a + b - 1) // b end
 
+-- An architecture's number ("sm_86" -> 86); nil arch: the H200's, 90; nil
+-- where the name is not sm_NN.
+function M.arch_number(arch) return tonumber((arch or "sm_90"):match("^sm_(%d+)")) end
+
 -- Shared memory one block may use (bytes) on an architecture, after opting in
 -- past 48 KiB: what the kernels must fit. nil arch: the H100/H200's.
 function M.smem_limit(arch)
-  local n = tonumber((arch or "sm_90"):match("^sm_(%d+)"))
+  local n = M.arch_number(arch)
   if not n then return 227 * 1024 end
   if n == 86 or n == 89 or n == 120 then return 99 * 1024 end
   if n == 80 or n == 87 then return 163 * 1024 end
@@ -63,7 +67,7 @@ function M.wgmma_arch(arch) return arch == nil or arch == "sm_90" end
 
 -- Programmatic dependent launch (griddepcontrol) came with sm_90; nil arch: the H200.
 function M.pdl_arch(arch)
-  local n = tonumber((arch or "sm_90"):match("^sm_(%d+)"))
+  local n = M.arch_number(arch)
   return n ~= nil and n >= 90
 end
 
