@@ -118,6 +118,12 @@ function M.heuristic(shape, arch)
   -- gq_tma=1: gQ's product TMA-fed and persistent (templates/grad_query_tma.cu),
   -- gq_bn rows of gS a tile. Not measured yet (built 2026-12-04 without a GPU).
   t.gq_tma = 0
+  -- gq_bias=G (with gq_tma=1): the bias sums made by gQ's kernel from the
+  -- gS it streams, G batch rows a tile of 64 rows (the largest divisor of B
+  -- up to G; not where that is 1 of B > 1), into grad_edit_region_bias where
+  -- G is all of B, else into B/G layers that bias_grads adds up: gS read once
+  -- instead of twice. Built 2026-12-05 without a GPU: off.
+  t.gq_bias = 0
   -- gs_direct=1 (B = 1): gS written by the pass straight into
   -- grad_edit_region_bias, which it is there, instead of into the workspace
   -- and copied (67 MB read and 67 MB written at T = 1024, on the side lane
@@ -181,6 +187,8 @@ local CHOICES = {
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
   { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "
                         .. "wg_gq=1 and gS is fp32" },
+  { "gq_bias", { 0, 1, 2, 3, 4 }, "the bias sums in a pass of their own over gS, or made by gQ's TMA-fed kernel "
+                                  .. "(gq_tma=1) from that many batch rows a tile (at most; a divisor of B)" },
 }
 
 -- "a, b or c"
@@ -327,9 +335,9 @@ function M.candidates(shape)
   local rounded = M.heuristic(shape) -- gS stored rounded to TF32, gQ reading it as stored
   rounded.gs_round = 1
   add(rounded)
-  -- Not offered yet: gq_tma=1, ga_tma=2, pair_dsm=1 and gs_direct=1 (built
-  -- 2026-12-04 without a GPU; a kernel that has never run could hang an
-  -- exploration). Given as tiles they plan, compile and have GPU cases.
+  -- Not offered yet: gq_tma=1, gq_bias, ga_tma=2, pair_dsm=1 and gs_direct=1
+  -- (built 2026-12-04/05 without a GPU; a kernel that has never run could
+  -- hang an exploration). Given as tiles they plan, compile and have GPU cases.
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

@@ -9,8 +9,9 @@
 // that swizzle, read through its descriptor, each thread computing its own
 // accumulator fragment and reading operands as the tensor cores do (the low
 // 13 bits dropped). wgmma's fence, commit and wait are .sync.aligned: a
-// warp's lanes meet there; named barriers (bar.sync) likewise. A wait that
-// never ends (two minutes) is reported and aborts. The model is checked against
+// warp's lanes meet there; named barriers (bar.sync), the ballot and the
+// shuffle likewise. A wait that never ends (two minutes) is reported and
+// aborts. The model is checked against
 // templates/gemm_tma.cu, whose kernels pass on the H200 (tests/test_emu_tma.cpp).
 #pragma once
 #include <chrono>
@@ -30,7 +31,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __launch_bounds__(a, b)
+#define __launch_bounds__(...)
 #define __grid_constant__
 #define __cluster_dims__(x, y, z) // emu_launch's cluster argument
 #define __restrict__
@@ -224,6 +225,38 @@ inline void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned lon
 inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128>(d, a, b); }
 inline void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256>(d, a, b); }
 } // namespace tc
+
+// __ballot_sync and __shfl_xor_sync, for whole warps: each lane leaves its
+// value in the warp's slots, the warp meets, each reads, and the warp meets
+// again before the slots are used once more.
+inline std::vector<unsigned> emu_warp_values(unsigned mask, unsigned v) {
+    if (mask != 0xffffffffu) { fprintf(stderr, "a warp-wide op of part of a warp\n"); abort(); }
+    static std::unordered_map<unsigned, std::vector<unsigned>> slots;
+    const unsigned key = blockIdx.x * 64 + threadIdx.x / 32;
+    {
+        std::lock_guard<std::mutex> l(emu::mu);
+        auto &x = slots[key];
+        x.resize(32);
+        x[threadIdx.x % 32] = v;
+    }
+    tc::warp_sync();
+    std::vector<unsigned> all;
+    {
+        std::lock_guard<std::mutex> l(emu::mu);
+        all = slots[key];
+    }
+    tc::warp_sync();
+    return all;
+}
+inline unsigned __ballot_sync(unsigned mask, bool pred) {
+    const auto all = emu_warp_values(mask, pred);
+    unsigned bits = 0;
+    for (unsigned i = 0; i < 32; ++i) bits |= all[i] ? 1u << i : 0u;
+    return bits;
+}
+inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+    return __uint_as_float(emu_warp_values(mask, __float_as_uint(v))[(threadIdx.x % 32) ^ (unsigned)lane_mask]);
+}
 
 // Runs f (a kernel call) on grid blocks of block threads, a cluster of
 // `cluster` consecutive blocks at a time (all of its threads together).
