@@ -182,7 +182,7 @@ local CHOICES = {
   { "pair_dsm", { 0, 1 }, "the pair's K slices added by a reduce launch, or across the cluster of their tile's "
                          .. "blocks, where pair > 0 and pair_kv = 0" },
   { "gs_direct", { 0, 1 }, "gS in the workspace, or (B = 1) straight into grad_edit_region_bias, where the "
-                           .. "pass and gQ run on wgmma (gq_tma=0) and gS is fp32" },
+                           .. "pass and gQ run on wgmma and gS is fp32" },
   { "gs_round", { 0, 1 }, "gS stored as computed, gQ's product rounding it to TF32, or stored rounded by the "
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
   { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "

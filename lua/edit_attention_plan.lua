@@ -212,7 +212,7 @@ local function plan_fused(shape, t, arch)
   -- within/cross products and write the columns past the pass's last key
   -- block: no gS in the workspace, and no copy of it.
   local gs_direct = t.gs_direct == 1 and B == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and
-                    t.gs_store == 1 and not gs_half and t.gq_tma ~= 1 -- gq_tma's map: gS's [B*16*T, T] rows
+                    t.gs_store == 1 and not gs_half
   if gs_direct then gs_ld = POS end
   local gs_rows = gs_direct and POS or T -- gS's rows per (b, h)
   -- gq_bias=G (gq_tma=1): gQ's kernel sums gS over tiles of bias_g batch
@@ -220,11 +220,12 @@ local function plan_fused(shape, t, arch)
   -- where that is all of B (bias_direct), else into B/bias_g layers
   -- [16, T, 32 KT] that bias_grads adds up; the within/cross partials, 3 a
   -- tile, added by grad_query_sums. Not where bias_g would be 1 of B > 1
-  -- (the layers would be gS copied whole). Its tiles are 64 rows: 128-row
-  -- ones with the sums' registers spill (168 a thread at 384 threads).
+  -- (the layers would be gS copied whole), nor with gs_direct (gS is the
+  -- output there already). Its tiles are 64 rows: 128-row ones with the
+  -- sums' registers spill (168 a thread at 384 threads).
   local gq_tma = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 and t.gq_tma == 1 and t.tma == 1 and not gs_half
   local bias_g = 0
-  if gq_tma and t.gq_bias > 0 then
+  if gq_tma and t.gq_bias > 0 and not gs_direct then
     for g = t.gq_bias, 1, -1 do
       if B % g == 0 then bias_g = g break end
     end
@@ -485,13 +486,13 @@ local function plan_fused(shape, t, arch)
       local bm = gq_bm
       local stages, raw = bm == 128 and 7 or 10, 4
       local n_tiles = gq_groups * H * ceil_div(T, bm)
-      p.render("grad_query_tma.cu", { NAME = kname, T = T, Z = B * H, BM = bm, STAGES = stages, RAW = raw,
+      p.render("grad_query_tma.cu", { NAME = kname, T = T, Z = B * H, GS_ROWS = gs_rows, BM = bm, STAGES = stages, RAW = raw,
                                       A_ROUND = not gs_round, BIAS = gq_bias, G = math.max(bias_g, 1),
                                       BIAS_ROWS = bias_direct and POS or T, BIAS_LD = bias_direct and POS or bias_lld })
       local smem = (stages * (bm + D) * GEMM_BK + raw * GEMM_BK * D) * 4 + (3 * stages + 2 * raw) * 8 + 1024
       local sums = bias_direct and "out:grad_edit_region_bias" or wsp("gqlayers")
       p.kernel("grad_query", { math.min(n_tiles, SMS), 1, 1 },
-               { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * T, T, gs_ld, bm, GEMM_BK) .. gs,
+               { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * gs_rows, T, gs_ld, bm, GEMM_BK) .. gs,
                  string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
                  wsp("gqkv"), "f32:scale", gq_bias and "in:edit_region_mask" or "i64:0",
                  gq_bias and sums or "i64:0", gq_bias and wsp("gqwc") or "i64:0" },

@@ -25,13 +25,16 @@
 // get the TMA's zeros), else layer B/G of a region [B/G, 16, T, BIAS_LD]
 // that bias_grads adds up. So gS is read once, here, for both of its readers.
 //
-// Tensor maps (the plan's, encoded per launch): gS as [B*16*T, T] with rows
-// gs_ld apart, box BM x 32 (128-byte swizzle); k as [B*16*T, 64], box 32 x 64
-// (plain). A tile's rows past T are the next head's (finite, not stored);
+// Tensor maps (the plan's, encoded per launch): gS as [B*16*GS_ROWS, T] with
+// rows gs_ld apart, box BM x 32 (128-byte swizzle); k as [B*16*T, 64], box
+// 32 x 64 (plain). GS_ROWS is T, or 1024 where gS is grad_edit_region_bias
+// itself (tile gs_direct=1, B = 1). A tile's rows past T are the next head's,
+// or the output's rows past T (read, never stored: a wgmma row of gQ reads
+// only its own row of gS);
 // gS's columns past T are the TMA's zeros; k's rows past T are zeroed as they
 // are transposed, so nothing of another head reaches a stored row.
 namespace gq {
-constexpr int T = {{T}}, Z = {{Z}}, BM = {{BM}}, STAGES = {{STAGES}}, RAW = {{RAW}};
+constexpr int T = {{T}}, Z = {{Z}}, BM = {{BM}}, STAGES = {{STAGES}}, RAW = {{RAW}}, GS_ROWS = {{GS_ROWS}};
 constexpr bool A_ROUND = {{A_ROUND}}, BIAS = {{BIAS}};
 constexpr int G = {{G}};                             // batch rows a tile (BIAS), else 1
 constexpr long long BIAS_ROWS = {{BIAS_ROWS}}, BIAS_LD = {{BIAS_LD}}; // the sums' rows per head, floats a row
@@ -86,7 +89,7 @@ __device__ __forceinline__ void bias_prep(float *tile, int p, float4 (&sums)[PRE
     }
 }
 static_assert((A_TILE * 4) % 1024 == 0 && (B_TILE * 4) % 1024 == 0, "tiles on the swizzle's 1024-byte period");
-static_assert((long long)Z * T < (1ll << 31), "TMA coordinates are 32-bit");
+static_assert(GS_ROWS >= T && (long long)Z * GS_ROWS < (1ll << 31), "gS's rows a head; TMA coordinates are 32-bit");
 } // namespace gq
 
 extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(gq::BM), 1)
@@ -124,7 +127,7 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(gq::BM), 1)
             const tile_pos at(tile_of(it));
             if (it >= STAGES) tc::mbar_wait(&empty[s], (it / STAGES - 1) & 1);
             tc::mbar_expect_tx(&full[s], A_TILE * 4);
-            tc::tma_load_2d(smem + s * STAGE, &map_gs, &full[s], 32 * kt_of(it), at.z(it % G) * T + at.rb * BM);
+            tc::tma_load_2d(smem + s * STAGE, &map_gs, &full[s], 32 * kt_of(it), at.z(it % G) * GS_ROWS + at.rb * BM);
         }
         return;
     }

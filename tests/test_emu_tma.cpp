@@ -9,7 +9,8 @@
 // tests/CMakeLists.txt renders: one and two consumer warpgroups, gS rounded
 // by the kernel or not, T = 1, 17, 129, 200, blocks that walk several tiles
 // (reusing stages and k's slots across tiles); and with the bias sums
-// (gq_bias): 1, 2 and 4 batch rows a tile, into the output or into layers.
+// (gq_bias): 1, 2 and 4 batch rows a tile, into the output or into layers;
+// and gS in heads of more rows than T, as gs_direct's.
 #include "cuda_on_cpu.h"
 
 #include <cmath>
@@ -135,23 +136,25 @@ using gq_sums_kernel = void (*)(const float *, float *, float *);
 // (templates/grad_query_tma.cu, tile gq_tma=1), one configuration rendered by
 // tests/CMakeLists.txt: every output against the product, nothing written
 // outside gQ's columns, gS's row padding never read (NaN there), nothing of
-// one head in another's rows (an infinity in head 1's first key).
+// one head in another's rows (an infinity in head 1's first key); where a
+// head has more rows than T (gs_rows, gs_direct's 1024), those are NaN and
+// must reach no stored row.
 // G > 0 (gq_bias): the sums over each group of G batch rows of gS [:T, :T]
 // into layer g of [B/G, 16, rows, ld], zeros in columns T .. 32 KT and nothing
 // written past them or below row T; the within/cross partials, added by the
 // sums kernel, against double sums of gS * m_i*m_j and gS * (m_i != m_j).
 bool gq_case(const char *name, gq_kernel kernel, gq_sums_kernel sums_kernel, int B, int T, int BM, int a_round,
-             int grid, int G, int bias_rows, int bias_ld) {
+             int grid, int G, int bias_rows, int bias_ld, int gs_rows) {
     const int LD = (T + 3) / 4 * 4, Z = B * 16, groups = G ? B / G : B, tiles = groups * 16 * ((T + BM - 1) / BM);
-    std::vector<float> gs((size_t)Z * T * LD), key((size_t)Z * T * 64), out((size_t)B * T * 3072, NAN);
-    for (size_t r = 0; r < (size_t)Z * T; ++r)
-        for (int j = 0; j < LD; ++j) gs[r * LD + j] = j < T ? (float)uniform_pm1() : NAN;
+    std::vector<float> gs((size_t)Z * gs_rows * LD), key((size_t)Z * T * 64), out((size_t)B * T * 3072, NAN);
+    for (size_t r = 0; r < (size_t)Z * gs_rows; ++r)
+        for (int j = 0; j < LD; ++j) gs[r * LD + j] = j < T && (int)(r % gs_rows) < T ? (float)uniform_pm1() : NAN;
     for (auto &x : key) x = (float)uniform_pm1();
     if (Z > 1) key[(size_t)T * 64] = INFINITY;
     std::vector<float> mask((size_t)B * T), bias(G ? (size_t)groups * 16 * bias_rows * bias_ld : 0, NAN),
         wc((size_t)tiles * 6, NAN), within(16, NAN), cross(16, NAN);
     for (auto &m : mask) m = uniform_pm1() > -0.3 ? 1.f : 0.f;
-    const tc::tma_map map_gs{gs.data(), (long long)Z * T, T, LD, BM, 32, 1}, map_k{key.data(), (long long)Z * T, 64, 64, 32, 64, 0};
+    const tc::tma_map map_gs{gs.data(), (long long)Z * gs_rows, T, LD, BM, 32, 1}, map_k{key.data(), (long long)Z * T, 64, 64, 32, 64, 0};
     const float alpha = 0.125f;
     const unsigned blocks = (unsigned)(grid ? grid : tiles < 132 ? tiles : 132);
     emu_launch(blocks, tc::gemm_tma_threads(BM),
@@ -168,7 +171,7 @@ bool gq_case(const char *name, gq_kernel kernel, gq_sums_kernel sums_kernel, int
                 if (z == 1) continue; // its rows meet the infinity
                 for (int d = 0; d < 64; ++d) {
                     double r = 0;
-                    for (int j = 0; j < T; ++j) r += (double)gs[((size_t)z * T + i) * LD + j] * key[((size_t)z * T + j) * 64 + d];
+                    for (int j = 0; j < T; ++j) r += (double)gs[((size_t)z * gs_rows + i) * LD + j] * key[((size_t)z * T + j) * 64 + d];
                     r *= alpha;
                     const double o = row[h * 64 + d];
                     worst = std::fmax(worst, std::isnan(o) ? INFINITY : std::fabs(o - r));
@@ -177,8 +180,9 @@ bool gq_case(const char *name, gq_kernel kernel, gq_sums_kernel sums_kernel, int
             }
         }
     bool ok = close_enough(worst, refmax) && outside == 0;
-    printf("%s %s: B=%d T=%d BM=%d A_ROUND=%d, %u blocks for %d tiles: max abs err %.3g of %.3g, %ld written outside gQ\n",
-           ok ? "PASS" : "FAIL", name, B, T, BM, a_round, blocks, tiles, worst, refmax, outside);
+    printf("%s %s: B=%d T=%d (%d rows a head) BM=%d A_ROUND=%d, %u blocks for %d tiles: max abs err %.3g of %.3g, %ld "
+           "written outside gQ\n", ok ? "PASS" : "FAIL", name, B, T, gs_rows, BM, a_round, blocks, tiles, worst, refmax,
+           outside);
     if (!G) return ok;
     double bias_err = 0, wc_err = 0;
     long bad_pad = 0;
@@ -194,7 +198,7 @@ bool gq_case(const char *name, gq_kernel kernel, gq_sums_kernel sums_kernel, int
                         bad_pad += o != 0.f; // the TMA's zeros
                     } else {
                         double r = 0;
-                        for (int gi = 0; gi < G; ++gi) r += gs[(((size_t)(g * G + gi) * 16 + h) * T + i) * LD + j];
+                        for (int gi = 0; gi < G; ++gi) r += gs[(((size_t)(g * G + gi) * 16 + h) * gs_rows + i) * LD + j];
                         bias_err = std::fmax(bias_err, std::isnan(o) ? INFINITY : std::fabs(o - r));
                     }
                 }
@@ -203,7 +207,7 @@ bool gq_case(const char *name, gq_kernel kernel, gq_sums_kernel sums_kernel, int
         for (int b = 0; b < B; ++b)
             for (int i = 0; i < T; ++i)
                 for (int j = 0; j < T; ++j) {
-                    const double v = gs[(((size_t)b * 16 + h) * T + i) * LD + j];
+                    const double v = gs[(((size_t)b * 16 + h) * gs_rows + i) * LD + j];
                     const float mi = mask[(size_t)b * T + i], mj = mask[(size_t)b * T + j];
                     w += v * mi * mj;
                     c += v * (mi != mj);
@@ -273,8 +277,8 @@ int main() {
         product p1(300, 128, 96, false, 128, 96), p2(130, 198, 300, true, 128, 160);
         failed += !pair_case("emu_pair_2", emu_pair_2, p1, false, p2, true, 12, 2);
     }
-#define GQ_CASE(kernel, sums, B, T, BM, ROUND, GRID, G, ROWS, LD) \
-    failed += !gq_case(#kernel, kernel, sums, B, T, BM, ROUND, GRID, G, ROWS, LD);
+#define GQ_CASE(kernel, sums, B, T, BM, ROUND, GRID, G, ROWS, LD, GS_ROWS) \
+    failed += !gq_case(#kernel, kernel, sums, B, T, BM, ROUND, GRID, G, ROWS, LD, GS_ROWS);
 #include "emu_gq_cases.inc"
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

@@ -18,8 +18,10 @@
  * inputs each run. Exits 77 (skipped) where no CUDA device can be used.
  * ATTNBWD_SEED=<n> replays a run (the seed is printed). The timing path
  * (check_time_case) runs once at the end. To run a part: ATTNBWD_TEST_PRECISION
- * (a comma list of tf32, fp16, fp32) and ATTNBWD_TEST_MATCH (a comma list of
- * texts, one of which the case's name must contain, e.g. "extra,T=691").
+ * (a comma list of tf32, fp16, fp32), ATTNBWD_TEST_MATCH (a comma list of
+ * texts, one of which the case's name must contain, e.g. "extra,T=691") and
+ * ATTNBWD_TEST_SKIP (a comma list of texts none of which it may contain, e.g.
+ * MATCH=gs_direct SKIP=gq_tma: gs_direct's cases but those with gq_tma too).
  *
  * Cost: the CPU reference dominates (B=32, T=773 takes several seconds on 16
  * cores, ~6.5 GB of host memory; B=129, T=1021 about a minute and ~40 GB);
@@ -186,6 +188,11 @@ int main(void) {
     runs[n++] = tiled_run(1, 17, 0.1, MASK0, "gs_direct=1");
     runs[n++] = tiled_run(1, 129, 0.1, 0, "gs_direct=1 gs_round=1");
     runs[n++] = tiled_run(1, 200, 0.1, 0, "gs_direct=1 zero_early=0");
+    /* ... read there by gQ's TMA-fed kernel (gq_tma=1: its map over the output's 1024-row heads; rows past T
+     * in its last tiles, 64 and 128 rows, key zeros at T = 17). */
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=1 gq_tma=1");
+    runs[n++] = tiled_run(1, 1000, 0.1, 0, "gs_direct=1 gq_tma=1 gq_bn=128 gs_round=1");
+    runs[n++] = tiled_run(1, 17, 0.1, MASK0, "gs_direct=1 gq_tma=1");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");
@@ -201,11 +208,14 @@ int main(void) {
     }
 
     const char *only_prec = getenv("ATTNBWD_TEST_PRECISION"), *only_name = getenv("ATTNBWD_TEST_MATCH");
+    const char *skip = getenv("ATTNBWD_TEST_SKIP");
     int failures = 0;
     size_t ran = 0;
     for (size_t k = 0; k < n; k++) {
         const run *u = &runs[k];
-        if (!listed(only_prec, prec_name(u->c.shape.precision), 0) || !listed(only_name, u->c.name, 1)) continue;
+        if (!listed(only_prec, prec_name(u->c.shape.precision), 0) || !listed(only_name, u->c.name, 1) ||
+            (skip && *skip && listed(skip, u->c.name, 1)))
+            continue;
         ran++;
         check_result r;
         check_edit_output o[CHECK_EDIT_OUTPUTS];
@@ -247,7 +257,7 @@ int main(void) {
         fflush(stdout);
     }
     /* The timing path once (cold L2, events), on the smallest public workload in tf32. */
-    if (listed(only_prec, "tf32", 0) && !only_name) {
+    if (listed(only_prec, "tf32", 0) && !only_name && !(skip && *skip)) {
         size_t small = 0; /* runs[0..15]: the public workloads in tf32 */
         for (size_t k = 1; k < 16; k++)
             if (runs[k].c.shape.batch * runs[k].c.shape.seq_len <
@@ -266,7 +276,7 @@ int main(void) {
     attnbwd_close(ctx);
     printf("%d of %zu cases failed\n", failures, ran);
     if (!ran) {
-        printf("FAIL: ATTNBWD_TEST_PRECISION / ATTNBWD_TEST_MATCH left no case to run\n");
+        printf("FAIL: ATTNBWD_TEST_PRECISION / ATTNBWD_TEST_MATCH / ATTNBWD_TEST_SKIP left no case to run\n");
         return 1;
     }
     return failures ? 1 : 0;

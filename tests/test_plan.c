@@ -1099,7 +1099,9 @@ static void pair_dsm_plans(void **state) {
 /* gs_direct=1 at B = 1: the pass writes gS into grad_edit_region_bias (rows
  * 1024 floats apart, heads 1024 rows apart), gQ reads it there with those
  * strides, the bias sums read it in place (no gs argument), and the
- * workspace has no gS; at B = 2 it changes nothing but the tiles' text. */
+ * workspace has no gS; at B = 2 it changes nothing but the tiles' text.
+ * With gq_tma=1, gQ's map is over [16 * 1024, T] rows 1024 apart (GS_ROWS
+ * 1024), and gq_bias has nothing to add (off). */
 static void gs_direct_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -1134,6 +1136,19 @@ static void gs_direct_plans(void **state) {
             assert_non_null(strstr(p.source, want));
             assert_non_null(strstr(p.source, on ? "constexpr bool kInPlace = 1;" : "constexpr bool kInPlace = 0;"));
             /* gQ's B (gS): its rows' stride, and its batch and head strides */
+            kernel_plan q; /* ... and through gq_tma's map */
+            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1 gq_tma=1 gq_bias=4" : "gq_tma=1", &q),
+                             ATTNBWD_OK);
+            const plan_launch *qgq = launch_named(&q, "_grad_query");
+            snprintf(want, sizeof want, "tmap:%lld:%lld:%lld:", (long long)(B * 16 * (on ? 1024 : T)), (long long)T,
+                     on ? 1024LL : (long long)((T + 3) / 4 * 4));
+            assert_int_equal(strncmp(qgq->args[0], want, strlen(want)), 0);
+            assert_true(ends_with(qgq->args[0], launch_named(&q, "_attention_wg")->args[8])); /* the pass's gS */
+            assert_true(!on || ends_with(qgq->args[0], ":out:grad_edit_region_bias"));
+            snprintf(want, sizeof want, "GS_ROWS = %lld;", on ? 1024LL : (long long)T);
+            assert_non_null(strstr(q.source, want));
+            if (on) assert_null(launch_named(&q, "_grad_query_sums")); /* gq_bias off: gS is the output already */
+            kernel_plan_free(&q);
             const char *call = strstr(strstr(p.source, "_grad_query("), "tc::gemm_wg<");
             assert_non_null(call);
             const long long rows = on ? 1024 : T, ld = on ? 1024 : (T + 3) / 4 * 4;
