@@ -109,20 +109,21 @@ extern "C" __global__ void __launch_bounds__(256)
         for (int c = j + 4 * kCT; c < kPos; c += 4 * kCT)
             *reinterpret_cast<float4 *>(out + c) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if constexpr (!kSums) return;
-    // The row's partials: its warps' sums, in order (bias_final reads rows < T only).
+    if constexpr (kSums) {
+        // The row's partials: its warps' sums, in order (bias_final reads rows < T only).
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        within += __shfl_xor_sync(0xffffffffu, within, o);
-        cross += __shfl_xor_sync(0xffffffffu, cross, o);
-    }
-    if (lane == 0) warp_sums[0][warp] = within, warp_sums[1][warp] = cross;
-    __syncthreads();
-    if (mine && ct == 0 && i < kT) {
-        float w = 0.f, c = 0.f;
-        for (int x = rr * kCT / 32; x < (rr + 1) * kCT / 32; ++x) w += warp_sums[0][x], c += warp_sums[1][x];
-        partials[2 * (h * kPos + i)] = w;
-        partials[2 * (h * kPos + i) + 1] = c;
+        for (int o = 16; o > 0; o >>= 1) {
+            within += __shfl_xor_sync(0xffffffffu, within, o);
+            cross += __shfl_xor_sync(0xffffffffu, cross, o);
+        }
+        if (lane == 0) warp_sums[0][warp] = within, warp_sums[1][warp] = cross;
+        __syncthreads();
+        if (mine && ct == 0 && i < kT) {
+            float w = 0.f, c = 0.f;
+            for (int x = rr * kCT / 32; x < (rr + 1) * kCT / 32; ++x) w += warp_sums[0][x], c += warp_sums[1][x];
+            partials[2 * (h * kPos + i)] = w;
+            partials[2 * (h * kPos + i) + 1] = c;
+        }
     }
 }
 

@@ -216,6 +216,10 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(gq::BM), 1)
         for (int gi = 0; gi < G; ++gi)
 #pragma unroll
             for (int i = 0; i < 32; ++i) acc[gi][i] = 0.f;
+        // Not unrolled: unrolled whole (KT = 2), ptxas serializes the G
+        // accumulators' wgmmas around the waits between them (at KT = 1 it
+        // still does: a performance note at T <= 32 only).
+#pragma unroll 1
         for (int kt = 0; kt < KT; ++kt) {
 #pragma unroll
             for (int gi = 0; gi < G; ++gi) {
