@@ -63,7 +63,7 @@ case "${1:-check}" in
     has pair_dsm gs_direct && variants+=("+pair_dsm=1 gs_direct=1")
     has gs_direct gq_tma gs_direct+gq_tma && variants+=("+gs_direct=1 gq_tma=1")
     has gq_tma && variants+=("+gq_tma=1" "+gq_tma=1 gs_round=1")
-    has gq_tma gq_bias && variants+=("+gq_tma=1 gq_bias=4" "+gq_tma=1 gq_bias=4 gs_round=1")
+    has gq_tma gq_bias && variants+=("+gq_tma=1 gq_bias=4" "+gq_tma=1 gq_bias=2" "+gq_tma=1 gq_bias=4 gs_round=1")
     has ga_tma && variants+=("+ga_tma=2")
     has pair_dsm gq_tma ga_tma && variants+=("+pair_dsm=1 gq_tma=1 gs_round=1 ga_tma=2")
     has pair_dsm gq_tma gq_bias ga_tma && variants+=("+pair_dsm=1 gq_tma=1 gq_bias=4 gs_round=1 ga_tma=2")
