@@ -94,7 +94,10 @@ function M.heuristic(shape, arch)
   -- pair_dsm=1: the pair's K slices added across a cluster of their tile's
   -- blocks (distributed shared memory) instead of by a reduce launch after it
   -- on the chain (5-10 us at B*T < 1200, the timelines); its tiles and splits
-  -- chosen for that. Not yet measured on a GPU: off.
+  -- chosen for that. Measured (2026-12-05, A/B of the 16, correct in every
+  -- case): geomean 428.2 against 421.3 us; -2.1% at B=1,T=373 and -1.7% at
+  -- B=2,T=449, +5-9% at B=64,T=128, B=8,T=448, B=16,T=211 (more splits in
+  -- clusters of 3-4). Off; explore tries it.
   t.pair_dsm = 0
   -- gs_half=1: gS through the workspace in fp16 (scaled per (b, h, 64 keys)
   -- so that it cannot overflow, templates/attention_wg.cu's gs_exponent), its
@@ -116,19 +119,31 @@ function M.heuristic(shape, arch)
   -- microsecond. So gS stays as computed; explore flips it.
   t.gs_round = 0
   -- gq_tma=1: gQ's product TMA-fed and persistent (templates/grad_query_tma.cu),
-  -- gq_bn rows of gS a tile. Not measured yet (built 2026-12-04 without a GPU).
+  -- gq_bn rows of gS a tile. Measured (2026-12-05): correct, but gQ alone
+  -- 20-75% slower than the batched wgmma kernel (4-30% with gs_round=1;
+  -- faster only at B=4,T=640: 52.1 against 56.3 us), the call's geomean 456.4
+  -- (440.1 with gs_round=1) against 421.3 us: its producer's warps, which
+  -- transpose k and round gS for every 64x32 box, hold it. Off; explore
+  -- tries it with gs_round=1.
   t.gq_tma = 0
   -- gq_bias=G (with gq_tma=1): the bias sums made by gQ's kernel from the
   -- gS it streams, G batch rows a tile of 64 rows (the largest divisor of B
   -- up to G; not where that is 1 of B > 1), into grad_edit_region_bias where
   -- G is all of B, else into B/G layers that bias_grads adds up: gS read once
-  -- instead of twice. Built 2026-12-05 without a GPU: off.
+  -- instead of twice. Measured (2026-12-05): correct, but gQ 3-5x slower
+  -- (B=64,T=128 149.4 against 52.0 us with gq_tma alone): each step's
+  -- prep warps wait on the mask's global loads before their ballots, and
+  -- gq_tma itself is slower than the default gQ; the call's geomean 689.7
+  -- against 421.3 us. Off, and not among explore's candidates.
   t.gq_bias = 0
   -- gs_direct=1 (B = 1): gS written by the pass straight into
   -- grad_edit_region_bias, which it is there, instead of into the workspace
   -- and copied (67 MB read and 67 MB written at T = 1024, on the side lane
-  -- that ends some B = 1 calls). Not yet measured on a GPU: off.
-  t.gs_direct = 0
+  -- that ends some B = 1 calls). Measured (2026-12-05, A/B of the 16, all
+  -- its GPU cases pass): B=1,T=1024 235.6 -> 221.4 us (-6.0%), B=1,T=853
+  -- 204.0 -> 198.8 (-2.5%), B=1,T=373 102.6 -> 101.0 (-1.6%). On: it
+  -- applies at B = 1 only (the plans of B > 1 are unchanged).
+  t.gs_direct = 1
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -335,9 +350,24 @@ function M.candidates(shape)
   local rounded = M.heuristic(shape) -- gS stored rounded to TF32, gQ reading it as stored
   rounded.gs_round = 1
   add(rounded)
-  -- Not offered yet: gq_tma=1, gq_bias, ga_tma=2, pair_dsm=1 and gs_direct=1
-  -- (built 2026-12-04/05 without a GPU; a kernel that has never run could
-  -- hang an exploration). Given as tiles they plan, compile and have GPU cases.
+  -- Run on the H200 since (2026-12-05, all their GPU cases pass): the pair's
+  -- slices added in clusters, gA as gA^T, gQ TMA-fed (with gS stored rounded,
+  -- its faster form), gS in the output at B = 1 or through the workspace.
+  -- Not offered: gq_bias (gQ 3-5x slower, measured).
+  local dsm = M.heuristic(shape)
+  dsm.pair_dsm = 1 - dsm.pair_dsm
+  if dsm.pair > 0 then add(dsm) end
+  local gat = M.heuristic(shape)
+  gat.ga_tma = 2
+  add(gat)
+  local gqt = M.heuristic(shape)
+  gqt.gq_tma, gqt.gs_round = 1, 1
+  add(gqt)
+  if shape.batch == 1 then
+    local ws = M.heuristic(shape)
+    ws.gs_direct = 1 - ws.gs_direct
+    add(ws)
+  end
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

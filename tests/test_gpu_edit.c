@@ -188,6 +188,7 @@ int main(void) {
     runs[n++] = tiled_run(1, 17, 0.1, MASK0, "gs_direct=1");
     runs[n++] = tiled_run(1, 129, 0.1, 0, "gs_direct=1 gs_round=1");
     runs[n++] = tiled_run(1, 200, 0.1, 0, "gs_direct=1 zero_early=0");
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=0"); /* B = 1 through the workspace, as before it was the default */
     /* ... read there by gQ's TMA-fed kernel (gq_tma=1: its map over the output's 1024-row heads; rows past T
      * in its last tiles, 64 and 128 rows, key zeros at T = 17). */
     runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=1 gq_tma=1");

@@ -839,7 +839,8 @@ static void gs_half_plans(void **state) {
             attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
             kernel_plan p;
             const int half = mode == 1;
-            assert_int_equal(gen_plan(g, &s, "sm_90", mode == 0 ? "gs_half=0" : mode == 1 ? "gs_half=1" : NULL, &p),
+            assert_int_equal(gen_plan(g, &s, "sm_90",
+                                      mode == 0 ? "gs_half=0 gs_direct=0" : mode == 1 ? "gs_half=1" : "gs_direct=0", &p),
                              ATTNBWD_OK);
             assert_non_null(strstr(p.tiles, half ? "gs_half=1" : "gs_half=0"));
             const plan_launch *maker = launch_named(&p, "_rowdot");
@@ -910,7 +911,7 @@ static void gq_tma_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
     const int64_t shapes[][2] = {{1, 373}, {32, 773}, {2, 17}};
-    const char *tiles[] = {"gq_tma=1", "gq_tma=1 gs_round=1", "gq_tma=1 gs_half=1"};
+    const char *tiles[] = {"gq_tma=1 gs_direct=0", "gq_tma=1 gs_round=1 gs_direct=0", "gq_tma=1 gs_half=1"};
     for (size_t i = 0; i < 3; ++i)
         for (size_t v = 0; v < 3; ++v) {
             const int64_t B = shapes[i][0], T = shapes[i][1], ld = (T + 3) / 4 * 4;
@@ -963,8 +964,8 @@ static void gq_bias_plans(void **state) {
         const int64_t lld = (T + 31) / 32 * 32, tiles_n = groups * 16 * ((T + 63) / 64);
         attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
         kernel_plan p, base;
-        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_tma=1 gq_bias=4", &p), ATTNBWD_OK);
-        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_tma=1", &base), ATTNBWD_OK);
+        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_tma=1 gq_bias=4 gs_direct=0", &p), ATTNBWD_OK);
+        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_tma=1 gs_direct=0", &base), ATTNBWD_OK);
         check_lanes(&p);
         check_pdl(&p);
         const plan_launch *gq = launch_named(&p, "_grad_query"), *sums = launch_named(&p, "_grad_query_sums"),
@@ -1113,7 +1114,7 @@ static void gs_direct_plans(void **state) {
         for (int direct = 0; direct <= 1; ++direct) {
             attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
             kernel_plan p;
-            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1" : NULL, &p), ATTNBWD_OK);
+            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1" : "gs_direct=0", &p), ATTNBWD_OK);
             const int on = direct && B == 1;
             const plan_launch *pass = launch_named(&p, "_attention_wg"), *gq = launch_named(&p, "_grad_query"),
                               *bias = launch_named(&p, "_bias_grads");
@@ -1137,7 +1138,7 @@ static void gs_direct_plans(void **state) {
             assert_non_null(strstr(p.source, on ? "constexpr bool kInPlace = 1;" : "constexpr bool kInPlace = 0;"));
             /* gQ's B (gS): its rows' stride, and its batch and head strides */
             kernel_plan q; /* ... and through gq_tma's map */
-            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1 gq_tma=1 gq_bias=4" : "gq_tma=1", &q),
+            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1 gq_tma=1 gq_bias=4" : "gs_direct=0 gq_tma=1", &q),
                              ATTNBWD_OK);
             const plan_launch *qgq = launch_named(&q, "_grad_query");
             snprintf(want, sizeof want, "tmap:%lld:%lld:%lld:", (long long)(B * 16 * (on ? 1024 : T)), (long long)T,
