@@ -5,9 +5,9 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending the tile choices built without a GPU (off, not explored): each one's
-#                                GPU cases under a timeout of its own, then the passing ones against the
-#                                default in one A/B of whole calls, and gQ alone
+#   bench/gpu_session.sh pending the newest tile choices (built without a GPU, first run 2026-12-05):
+#                                each one's GPU cases under a timeout of its own, then the passing ones
+#                                against the default in one A/B of whole calls, and gQ alone
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
