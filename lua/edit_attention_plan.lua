@@ -223,7 +223,11 @@ local function plan_fused(shape, t, arch)
   -- (the layers would be gS copied whole), nor with gs_direct (gS is the
   -- output there already). Its tiles are 64 rows: 128-row ones with the
   -- sums' registers spill (168 a thread at 384 threads).
-  local gq_tma = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 and t.gq_tma == 1 and t.tma == 1 and not gs_half
+  -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
+  -- stored transposed (through registers), gS's rows B, rounded in place;
+  -- or (gq_tma) TMA-fed and persistent, where gS is fp32.
+  local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
+  local gq_tma = gq_wg and t.gq_tma == 1 and t.tma == 1 and not gs_half
   local bias_g = 0
   if gq_tma and t.gq_bias > 0 and not gs_direct then
     for g = t.gq_bias, 1, -1 do
@@ -231,7 +235,7 @@ local function plan_fused(shape, t, arch)
     end
     if bias_g == 1 and B > 1 then bias_g = 0 end
   end
-  local gq_bias, bias_direct = bias_g > 0, bias_g == B
+  local gq_bias, bias_direct = bias_g > 0, bias_g == B -- bias_direct: gq_bias into the output
   local gq_bm = gq_bias and 64 or t.gq_bn -- gQ's rows a tile (gq_tma)
   local bias_lld = ceil_div(T, GEMM_BK) * GEMM_BK -- a layer's row: whole k tiles
   local gq_groups = gq_bias and B // bias_g or B -- gQ's tiles: (group, head, row block)
@@ -257,9 +261,6 @@ local function plan_fused(shape, t, arch)
   end
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
 
-  -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
-  -- stored transposed (through registers), gS's rows B, rounded in place.
-  local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
   local att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
   local att_tma = att_wg and t.att_tma == 1 -- P and Pd into it by the TMA
   local any_wg = gq_wg or att_wg
@@ -423,8 +424,8 @@ local function plan_fused(shape, t, arch)
   transpose_b(gqw)
   if pair then p.signal("gqw_b") end
   -- (gq_bias writing the output itself: always, and the columns past its k tiles too)
-  local zero_early = (t.zero_early == 1 or bias_direct and gq_bias) and t.gs_store == 1 and T < POS
-  local zero_cols = gq_bias and bias_direct and bias_lld < POS
+  local zero_early = (t.zero_early == 1 or bias_direct) and t.gs_store == 1 and T < POS
+  local zero_cols = bias_direct and bias_lld < POS
   if zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
@@ -432,7 +433,8 @@ local function plan_fused(shape, t, arch)
     p.kernel("bias_zero_cols", { ceil_div(T * (POS - bias_lld) // 4, 256), H, 1 },
              { "out:grad_edit_region_bias", "i32:" .. bias_lld })
   end
-  if zero_early or zero_cols then p.signal("bias_zero") end
+  local zeroes = zero_early or zero_cols -- "bias_zero": the writers of the output's zeros are done
+  if zeroes then p.signal("bias_zero") end
   p.on(0)
   if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
     p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
@@ -527,7 +529,7 @@ local function plan_fused(shape, t, arch)
     if gq_bias then -- on lane 1: the layers added up, the within/cross partials
       p.on(1)
       p.wait("grad_qkv")
-      if zero_early or zero_cols then p.wait("bias_zero") end
+      if zeroes then p.wait("bias_zero") end
       if not bias_direct then p.bias_sums(wsp("gqlayers"), zero_early and T or POS, nil, true) end
       p.kernel("grad_query_sums", { H, 1, 1 }, { wsp("gqwc"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" },
                { 32, 1, 1 })
