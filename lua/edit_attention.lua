@@ -144,6 +144,14 @@ function M.heuristic(shape, arch)
   -- 204.0 -> 198.8 (-2.5%), B=1,T=373 102.6 -> 101.0 (-1.6%). On: it
   -- applies at B = 1 only (the plans of B > 1 are unchanged).
   t.gs_direct = 1
+  -- splitk_red=1: a split TMA-fed product (grad_hidden at small B*T,
+  -- grad_out_weight and grad_qkv_weight at large) adds its K slices into its
+  -- output with float atomics, zeroed by a launch before it, instead of
+  -- writing them apart for a reduce launch: no reduce at the end of the chain
+  -- (5-9 us at B <= 2, the timelines), and at large B no slices through DRAM
+  -- (2 x 4 x 16 MB for grad_qkv_weight). The last bits of those outputs then
+  -- vary from run to run (splitk_red=0: the same bits every run).
+  t.splitk_red = 1
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -202,6 +210,8 @@ local CHOICES = {
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
   { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "
                         .. "wg_gq=1 and gS is fp32" },
+  { "splitk_red", { 0, 1 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the same "
+                            .. "bits every run), or into its zeroed output by float atomics as its blocks end" },
   { "gq_bias", { 0, 1, 2, 3, 4 }, "the bias sums in a pass of their own over gS, or made by gQ's TMA-fed kernel "
                                   .. "(gq_tma=1) from that many batch rows a tile (at most; a divisor of B)" },
 }
@@ -368,6 +378,9 @@ function M.candidates(shape)
     ws.gs_direct = 1 - ws.gs_direct
     add(ws)
   end
+  local det = M.heuristic(shape) -- the K slices added in a fixed order, or by float atomics
+  det.splitk_red = 1 - det.splitk_red
+  add(det)
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

@@ -255,8 +255,17 @@ local function plan_fused(shape, t, arch)
   p.reserve("gqwc", gq_bias and gq_groups * H * ceil_div(T, gq_bm) * 3 * 2 or 0)
   p.reserve("colpart_out", COL_SPLIT * HID)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)
+  -- splitk_red=1: a split TMA-fed product adds its K slices into its output
+  -- (zeroed by a launch before it) with float atomics as each block ends,
+  -- instead of writing them apart for a reduce launch; not gA, whose reduce
+  -- also makes the row dots. Its last bits then vary from run to run.
+  local function adds_slices(g)
+    return t.splitk_red == 1 and g.choice.tma == true and g.choice.splits > 1 and not g.choice.cluster and not g.rowdot
+  end
+  -- Whether a product's K slices go through the workspace to a reduce launch.
+  local function apart(g) return g.choice.splits > 1 and not g.choice.cluster and not adds_slices(g) end
   for _, g in ipairs(products) do
-    if g.choice.splits > 1 and not g.choice.cluster then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
+    if apart(g) then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
     if g.choice.wg and not g.b_direct then p.reserve("tB_" .. g.name, g.n * g.kp) end
   end
   local function bind(spec) return spec:match("^ws:(%a+)$") and wsp(spec:sub(4)) or spec end
@@ -294,13 +303,13 @@ local function plan_fused(shape, t, arch)
   -- arguments (A's map, B's map, output, column sums), and whether it makes
   -- its A's column sums.
   local function tma_product(g, paired)
-    local c, split = g.choice.config, g.choice.splits > 1 and not g.choice.cluster
+    local c, split = g.choice.config, apart(g)
     local sums = makes_sums(g, paired)
     local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                      RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
                      A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta,
                      B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n,
-                     CLUSTER = g.choice.cluster and g.choice.splits or 1 }
+                     CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = adds_slices(g) }
     -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
     local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                   or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
@@ -312,7 +321,7 @@ local function plan_fused(shape, t, arch)
   end
   -- After a product on its lane: the reduce of its K slices, its column sums' last step.
   local function finish_product(g, sums)
-    local kname, split = p.prefix .. "_" .. g.name, g.choice.splits > 1 and not g.choice.cluster
+    local kname, split = p.prefix .. "_" .. g.name, apart(g)
     if split and g.rowdot then -- gA: the row dots come with the reduce (no rowdot launch)
       p.render("splitk_reduce_rowdot_kernel.cu", { NAME = kname .. "_reduce", T = shape.seq_len, BT = BT,
                                                    SPLITS = g.choice.splits, NORMS = gs_half and 1 or 0 })
@@ -326,11 +335,18 @@ local function plan_fused(shape, t, arch)
     end
     if sums and g.choice.splits > 1 then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
   end
+  -- The zeros a product adding its K slices (adds_slices) adds them into.
+  local function zero_output(g)
+    if adds_slices(g) then
+      p.kernel("zero", { ceil_div(g.m * g.n // 4, 256), 1, 1 },
+               { bind(g.c), "i64:" .. g.m, "i32:" .. g.n, "i64:" .. g.ldc })
+    end
+  end
   -- One product in its own launch; true where it made its column sums.
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
     local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
-    local out = g.choice.splits > 1 and wsp("splitk_" .. g.name) or bind(g.c)
+    local out = apart(g) and wsp("splitk_" .. g.name) or bind(g.c)
     local sums = false
     if g.choice.tma then
       local values, args
@@ -415,13 +431,19 @@ local function plan_fused(shape, t, arch)
   if t.side_start == 1 then p.signal("grad_attn_out") end
   p.on(1)
   if t.side_start == 1 then p.wait("grad_attn_out") end
+  -- The outputs that split products add into (adds_slices) zeroed on the side
+  -- lanes, before the signals grad_hidden waits on (not on the chain) and
+  -- long before grad_qkv_weight's wait for gQ.
   transpose_b(ghid)
+  zero_output(ghid)
   if ghid.choice.wg then p.signal("ghid_b") end
   transpose_b(gow)
+  zero_output(gow)
   if not gemm(gow) then p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out") end
   p.on(2)
   if t.side_start == 1 then p.wait("grad_attn_out") end
   transpose_b(gqw)
+  zero_output(gqw)
   if pair then p.signal("gqw_b") end
   -- (gq_bias writing the output itself: always, and the columns past its k tiles too)
   local zero_early = (t.zero_early == 1 or bias_direct) and t.gs_store == 1 and T < POS

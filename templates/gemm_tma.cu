@@ -40,6 +40,12 @@
 // blocks of the first BN columns make them, each of its 96 threads over the
 // rows it copies, added in a fixed order: colsum[split * M + m].
 //
+// RED (splitk_red=1): the block adds alpha times its K slice's product into C
+// with float atomics (red.global.add, at L2) instead of storing it, C zeroed
+// by the plan before the launch: a split product needs neither its slices
+// in memory nor a reduce launch after it, but the order of the slices' adds,
+// and so the last bits of C, vary from run to run.
+//
 // CLUSTER > 1: the tile's CLUSTER K slices are the blocks of one cluster, the
 // slice its rank. Each parks its accumulators in its shared memory (the stages
 // are free once the block's last wgmma is complete); then rank r adds rows
@@ -124,7 +130,7 @@ template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile,
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
-          bool IN_CLUSTER = (CLUSTER > 1)>
+          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
@@ -137,6 +143,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     static_assert(CLUSTER == 1 || (BM * (BN + 8) <= STAGES * STAGE && !C_T),
                   "the parked tile fits in the stages; C as stored");
     static_assert(CLUSTER == 1 || IN_CLUSTER, "K slices added across a cluster are a cluster launch's");
+    static_assert(!RED || (CLUSTER == 1 && !C_T), "K slices added by atomics: not in a cluster, C as stored");
     // The same address either way: the blocks of a launch in clusters
     // (IN_CLUSTER) through smem_1k (where tests/emu gives each block its own
     // memory); the others as computed here (ptxas schedules smem_1k's form
@@ -280,7 +287,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             const i64 rr = r + 8 * e;
             if (rr >= M) continue;
             const float x = alpha * acc[4 * j + 2 * e], y = alpha * acc[4 * j + 2 * e + 1];
-            if constexpr (C_T) { // C stored transposed: C[c * ldc + r]
+            if constexpr (RED) {
+                if (c + 1 < N) red_add2(&C[rr * ldc + c], x, y);
+                else if (c < N) red_add(&C[rr * ldc + c], x);
+            } else if constexpr (C_T) { // C stored transposed: C[c * ldc + r]
                 if (c < N) C[c * ldc + rr] = x;
                 if (c + 1 < N) C[(c + 1) * ldc + rr] = y;
             } else if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);

@@ -11,7 +11,8 @@
 // Clusters of {{CLUSTER}} block(s) (pair_dsm=1): a product with CLUSTERn > 1 has its
 // K slices added across the cluster of its tile (tc::gemm_tma's CLUSTER), its
 // blocks a tile's slices in turn; each product's blocks start on a cluster's
-// first, the ones past its count returning at once.
+// first, the ones past its count returning at once. A product with REDn has its
+// K slices added into its output by float atomics (zeroed before the launch).
 extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLUSTER_DIMS}}
 {{NAME}}(const __grid_constant__ tc::tma_map map_a1, const __grid_constant__ tc::tma_map map_b1,
          float *__restrict__ C1, float *__restrict__ colsum1, const __grid_constant__ tc::tma_map map_a2,
@@ -24,6 +25,7 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLU
     static_assert({{Y01}} + {{NY1}} <= GY1 && {{S01}} + {{NS1}} <= {{SPLITS1}}, "product 1's part");
     static_assert({{Y02}} + {{NY2}} <= GY2 && {{S02}} + {{NS2}} <= {{SPLITS2}}, "product 2's part");
     constexpr int CLUSTER = {{CLUSTER}}, CLUSTER1 = {{CLUSTER1}}, CLUSTER2 = {{CLUSTER2}};
+    constexpr bool RED1 = {{RED1}}, RED2 = {{RED2}};
     static_assert((CLUSTER1 == 1 || CLUSTER1 == {{NS1}}) && (CLUSTER2 == 1 || CLUSTER2 == {{NS2}}) &&
                   (CLUSTER1 == 1 || CLUSTER1 == CLUSTER) && (CLUSTER2 == 1 || CLUSTER2 == CLUSTER),
                   "a clustered product's slices are its cluster");
@@ -36,21 +38,21 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLU
         const int split = {{S01}} + (CLUSTER1 > 1 ? id % {{NS1}} : id / (GX1 * {{NY1}}));
         const int tile = CLUSTER1 > 1 ? id / {{NS1}} : id; // bx, by from its tile's index (mod NY1)
         const int bx = tile % GX1, by = {{Y01}} + tile / GX1 % {{NY1}};
-        float *out = {{SPLITS1}} > 1 && CLUSTER1 == 1 ? C1 + (long long)split * {{M1}} * {{N1}} : C1;
+        constexpr bool APART = {{SPLITS1}} > 1 && CLUSTER1 == 1 && !RED1; // each K slice's C apart
+        float *out = APART ? C1 + (long long)split * {{M1}} * {{N1}} : C1;
         tc::gemm_tma<{{M1}}, {{N1}}, {{K1}}, {{TA1}}, {{BM1}}, {{BN1}}, {{STAGES1}}, {{RAW1}}, {{KSPLIT1}}, {{COLSUM1}},
-                     {{A_TRUNC1}}, false, false, CLUSTER1, (CLUSTER > 1)>(
-            &map_a1, &map_b1, out, {{SPLITS1}} > 1 && CLUSTER1 == 1 ? {{N1}} : {{LDC1}},
-            {{SPLITS1}} > 1 && CLUSTER1 == 1 ? 1.f : alpha, split, colsum1, bx, by);
+                     {{A_TRUNC1}}, false, false, CLUSTER1, (CLUSTER > 1), RED1>(
+            &map_a1, &map_b1, out, APART ? {{N1}} : {{LDC1}}, APART ? 1.f : alpha, split, colsum1, bx, by);
     } else {
         id -= NB1_PADDED;
         if (CLUSTER > 1 && id >= NB2) return;
         const int split = {{S02}} + (CLUSTER2 > 1 ? id % {{NS2}} : id / (GX2 * {{NY2}}));
         const int tile = CLUSTER2 > 1 ? id / {{NS2}} : id; // bx, by from its tile's index (mod NY2)
         const int bx = tile % GX2, by = {{Y02}} + tile / GX2 % {{NY2}};
-        float *out = {{SPLITS2}} > 1 && CLUSTER2 == 1 ? C2 + (long long)split * {{M2}} * {{N2}} : C2;
+        constexpr bool APART = {{SPLITS2}} > 1 && CLUSTER2 == 1 && !RED2; // each K slice's C apart
+        float *out = APART ? C2 + (long long)split * {{M2}} * {{N2}} : C2;
         tc::gemm_tma<{{M2}}, {{N2}}, {{K2}}, {{TA2}}, {{BM2}}, {{BN2}}, {{STAGES2}}, {{RAW2}}, {{KSPLIT2}}, {{COLSUM2}},
-                     {{A_TRUNC2}}, false, false, CLUSTER2, (CLUSTER > 1)>(
-            &map_a2, &map_b2, out, {{SPLITS2}} > 1 && CLUSTER2 == 1 ? {{N2}} : {{LDC2}},
-            {{SPLITS2}} > 1 && CLUSTER2 == 1 ? 1.f : alpha, split, colsum2, bx, by);
+                     {{A_TRUNC2}}, false, false, CLUSTER2, (CLUSTER > 1), RED2>(
+            &map_a2, &map_b2, out, APART ? {{N2}} : {{LDC2}}, APART ? 1.f : alpha, split, colsum2, bx, by);
     }
 }

@@ -19,6 +19,7 @@
 
 #include "emu_pair_1.inc" // tests/CMakeLists.txt renders them from templates/gemm_tma_pair_kernel.cu
 #include "emu_pair_2.inc"
+#include "emu_pair_3.inc"
 
 namespace {
 
@@ -80,19 +81,20 @@ struct product {
 // add them into C); A [M, K] or (TA) [K, M], B [N, K]. COLSUM (TA): also
 // A's column sums over each slice, as the bias gradients are made. B_ROUND:
 // B rounded in place by the producer; C_T: C stored transposed ([N, M]).
+// RED: each block adds its slice's product into C, zeros before, by atomics.
 template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT, bool COLSUM = false,
-          bool B_ROUND = false, bool C_T = false, bool CLUSTER = false>
+          bool B_ROUND = false, bool C_T = false, bool CLUSTER = false, bool RED = false>
 bool gemm_case() {
     constexpr int BM = 128, STAGES = 4, RAW = 2;
-    constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT, PARTS = CLUSTER ? 1 : SPLITS;
+    constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT, PARTS = CLUSTER || RED ? 1 : SPLITS;
     product p(M, N, K, TA, BN, KSPLIT);
-    std::vector<float> C(PARTS * M * N, NAN); // each slice's apart, unless CLUSTER
+    std::vector<float> C(PARTS * M * N, RED ? 0.f : NAN); // each slice's apart, unless CLUSTER or RED
     const int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM - 1) / BM);
     emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
         const int id = (int)blockIdx.x;
         const int tile = CLUSTER ? id / (int)SPLITS : id % (gx * gy), split = CLUSTER ? id % SPLITS : id / (gx * gy);
-        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, B_ROUND, C_T, CLUSTER ? (int)SPLITS : 1>(
-            &p.ma, &p.mb, C.data() + (CLUSTER ? 0 : split * M * N), C_T ? M : N, 1.f, split,
+        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, B_ROUND, C_T, CLUSTER ? (int)SPLITS : 1,
+                     CLUSTER, RED>(&p.ma, &p.mb, C.data() + (PARTS == 1 ? 0 : split * M * N), C_T ? M : N, 1.f, split,
             COLSUM ? p.sums.data() : nullptr, tile % gx, tile / gx);
     }, CLUSTER ? (unsigned)SPLITS : 1);
     // CLUSTER: the same bits as the slices written apart and added in slice
@@ -125,7 +127,7 @@ bool gemm_case() {
                           ", %lld outputs unlike the slices added in order", unequal);
     printf("%s gemm_tma TA=%d BN=%d A_TRUNC=%d COLSUM=%d B_ROUND=%d C_T=%d M=%lld N=%lld K=%lld in %lld slice(s)%s: "
            "max abs err %.3g of %.3g%s\n", ok ? "PASS" : "FAIL", TA, BN, TRUNC, COLSUM, B_ROUND, C_T, M, N, K, SPLITS,
-           CLUSTER ? " added in a cluster" : "", worst, refmax, sums_note);
+           CLUSTER ? " added in a cluster" : RED ? " added by atomics" : "", worst, refmax, sums_note);
     return ok;
 }
 
@@ -269,6 +271,10 @@ int main() {
     failed += !gemm_case<false, 256, true, 200, 256, 300, 160, false, false, false, true>();
     failed += !gemm_case<true, 128, false, 130, 198, 300, 128, true, false, false, true>();
     failed += !gemm_case<false, 128, false, 100, 128, 500, 128, false, false, false, true>();
+    // The slices added into C by atomics (splitk_red=1): 3 of A as stored (A_TRUNC, grad_hidden's), 2 of A
+    // transposed with its column sums and N not a multiple of 4 (the scalar tail).
+    failed += !gemm_case<false, 256, true, 200, 256, 300, 128, false, false, false, false, true>();
+    failed += !gemm_case<true, 128, false, 130, 198, 300, 160, true, false, false, false, true>();
     { // product 1 clustered (3 slices: 6 blocks), product 2's 4 blocks padded to 6
         product p1(200, 256, 300, false, 256, 128), p2(200, 256, 200, true, 128, 224);
         failed += !pair_case("emu_pair_1", emu_pair_1, p1, false, p2, true, 12, 3);
@@ -276,6 +282,12 @@ int main() {
     { // product 1's 3 blocks padded to 4, product 2 clustered (2 slices, column sums per slice: 8 blocks)
         product p1(300, 128, 96, false, 128, 96), p2(130, 198, 300, true, 128, 160);
         failed += !pair_case("emu_pair_2", emu_pair_2, p1, false, p2, true, 12, 2);
+    }
+    { // both products' slices added by atomics into zeroed outputs: 6 blocks, then 8 (column sums per slice)
+        product p1(200, 256, 300, false, 256, 128), p2(130, 198, 300, true, 128, 160);
+        std::fill(p1.C.begin(), p1.C.end(), 0.f);
+        std::fill(p2.C.begin(), p2.C.end(), 0.f);
+        failed += !pair_case("emu_pair_3", emu_pair_3, p1, false, p2, true, 14, 1);
     }
 #define GQ_CASE(kernel, sums, B, T, BM, ROUND, GRID, G, ROWS, LD, GS_ROWS) \
     failed += !gq_case(#kernel, kernel, sums, B, T, BM, ROUND, GRID, G, ROWS, LD, GS_ROWS);

@@ -9,7 +9,8 @@
  * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), the bias sums
  * made by it (gq_bias), gA as gA^T
  * (ga_tma=2), the pair's K slices added across clusters (pair_dsm), gS
- * written straight into grad_edit_region_bias at B = 1 (gs_direct), a case
+ * written straight into grad_edit_region_bias at B = 1 (gs_direct), the
+ * split products' K slices added by a reduce launch (splitk_red=0), a case
  * past 2^31 elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
@@ -189,6 +190,13 @@ int main(void) {
     runs[n++] = tiled_run(1, 129, 0.1, 0, "gs_direct=1 gs_round=1");
     runs[n++] = tiled_run(1, 200, 0.1, 0, "gs_direct=1 zero_early=0");
     runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=0"); /* B = 1 through the workspace, as before it was the default */
+    /* The split products' K slices added by reduce launches in slice order (splitk_red=0, the same bits every
+     * run) rather than by float atomics (the default): grad_hidden split and paired (B=1,T=373), grad_out_weight
+     * and grad_hidden split in launches of their own (B=8,T=200, pair=0); and that by atomics, grad_hidden's
+     * zeros on lane 1 while lane 0 runs the pass. */
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "splitk_red=0");
+    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "splitk_red=0 pair=0");
+    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "pair=0");
     /* ... read there by gQ's TMA-fed kernel (gq_tma=1: its map over the output's 1024-row heads; rows past T
      * in its last tiles, 64 and 128 rows, key zeros at T = 17). */
     runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=1 gq_tma=1");

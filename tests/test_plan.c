@@ -311,6 +311,7 @@ typedef struct product_view {
     unsigned gx, gy, splits, stages; /* stages: a pair's, from its kernel's comment (0 otherwise) */
     unsigned cluster;                /* a pair's launch: its clusters' size; 1: none */
     int pair, which, clustered;      /* clustered: its K slices added across their cluster (pair_dsm=1) */
+    int red;                         /* its K slices added into its output by float atomics (splitk_red=1) */
 } product_view;
 
 static int ends_with(const char *s, const char *tail) {
@@ -320,6 +321,15 @@ static int ends_with(const char *s, const char *tail) {
 
 static int is_pair(const plan_launch *x) { return strstr(x->name, "_and_") != NULL; }
 
+/* The 0 or 1 (a rendered boolean) after `key` in launch x's kernel's source (the first after the kernel's name). */
+static int kernel_flag(const kernel_plan *p, const plan_launch *x, const char *key) {
+    const char *k = strstr(p->source, x->name), *at = k ? strstr(k, key) : NULL;
+    assert_non_null(at);
+    at += strlen(key);
+    assert_true((at[0] == '0' || at[0] == '1') && (at[1] == ',' || at[1] == ';'));
+    return at[0] == '1';
+}
+
 /* The view of the product named `name` (e.g. "_grad_qkv_weight") that launch x runs. */
 static product_view view_product(const kernel_plan *p, const plan_launch *x, const char *name) {
     product_view v = {0};
@@ -328,6 +338,7 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
         v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->args[4];
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
         v.cluster = 1;
+        v.red = kernel_flag(p, x, "constexpr bool RED = ");
         return v;
     }
     assert_int_equal(x->n_args, 9);
@@ -357,6 +368,7 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
     assert_int_equal(sscanf(cl, "constexpr int CLUSTER = %u, CLUSTER1 = %u, CLUSTER2 = %u;", &c[0], &c[1], &c[2]), 3);
     v.cluster = c[0];
     v.clustered = c[1 + v.which] > 1;
+    v.red = kernel_flag(p, x, v.which ? "RED2 = " : "constexpr bool RED1 = ");
     return v;
 }
 
@@ -397,10 +409,25 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_int_equal(v->gx, (unsigned)((b.rows + bn - 1) / bn));
     assert_int_equal(v->gy, (unsigned)((m + bm - 1) / bm));
     assert_int_equal(x->block[0], bm / 64 * 128 + 128);
-    /* K slices: their partial products into the workspace, else (or added across their cluster) the
-     * product into its output */
+    /* K slices: their partial products into the workspace, else (added across their cluster, or by float
+     * atomics: splitk_red=1, never with a cluster) the product into its output */
     assert_true(v->splits >= 1 && (unsigned long long)v->splits <= (k + 127) / 128 + 1);
-    if (v->splits > 1) assert_int_equal(strncmp(v->out, v->clustered ? "out:" : "ws:", v->clustered ? 4 : 3), 0);
+    const int into_out = v->clustered || v->red;
+    if (v->splits > 1) assert_int_equal(strncmp(v->out, into_out ? "out:" : "ws:", into_out ? 4 : 3), 0);
+    assert_false(v->red && v->clustered);
+    /* (not gA, whose reduce makes the row dots too) */
+    const int ga = strstr(x->name, "_grad_attn_out") != NULL;
+    assert_int_equal(v->red, v->splits > 1 && !v->clustered && !ga && tile(p->tiles, "splitk_red") == 1);
+    if (v->red) { /* its output, M x N, zeroed by an earlier launch (check_lanes: one that ends before it) */
+        const plan_launch *z = NULL;
+        for (const plan_launch *y = p->launches; y < x; ++y)
+            if (ends_with(y->name, "_zero") && !strcmp(y->args[0], v->out)) z = y;
+        assert_non_null(z);
+        assert_true(z->n_args == 4 && !strncmp(z->args[1], "i64:", 4) && !strncmp(z->args[2], "i32:", 4));
+        assert_int_equal(strtoull(z->args[1] + 4, NULL, 10), m);
+        assert_int_equal(strtoull(z->args[2] + 4, NULL, 10), b.rows);
+        assert_int_equal((unsigned long long)z->grid[0] * 256 * 4, (m * b.rows + 1023) / 1024 * 1024);
+    }
     if (v->clustered) assert_true(v->splits == v->cluster && v->cluster <= 8);
     if (v->pair) {
         /* each product's stages fit the launch's shared memory */
@@ -486,7 +513,7 @@ static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) 
         split++;
         int r = l + 1; /* its reduce reads the partial products; none where its cluster adds them */
         while (r < p->n_launches && strcmp(p->launches[r].args[0], v.out)) r++;
-        if (v.clustered) {
+        if (v.clustered || v.red) {
             assert_int_equal(r, p->n_launches);
             continue;
         }
@@ -687,6 +714,7 @@ static void edit_attention_plans(void **state) {
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
                     check_attention_maps(&p, x, &s);
                 } else if (fused && !strncmp(kind, "grad_", 5) && !strstr(kind, "_reduce")) {
+                    int red = 0; /* its K slices added by float atomics: no reduce after it */
                     gemms += ends_with(x->name, "_kv") ? 0 : is_pair(x) ? 2 : 1; /* a pair's two parts: two */
                     assert_true(x->shared_bytes > 48 * 1024); /* cp.async or TMA stages */
                     if (is_pair(x)) {
@@ -695,6 +723,7 @@ static void edit_attention_plans(void **state) {
                     } else if (!strncmp(x->args[0], "tmap:", 5) && strcmp(kind, "grad_query")) {
                         const product_view v = view_product(&p, x, ""); /* gq_tma=1's gQ: gq_tma_plans */
                         check_tma_product(&p, x, &v, &s);
+                        red = v.red;
                     }
                     if (!strcmp(kind, "grad_query") && strstr(p.source, "gQ^T = scale")) {
                         /* gQ on wgmma: blocks of gq_bn rows of gS, one warpgroup, per (b, h) */
@@ -708,7 +737,7 @@ static void edit_attention_plans(void **state) {
                         assert_non_null(strstr(p.source, tiles));
                     }
                     tma_products += !strncmp(x->args[0], "tmap:", 5) && strcmp(kind, "grad_query");
-                    if (x->grid[2] > 1 && strcmp(kind, "grad_query")) { /* grad_query: z is (b, h) */
+                    if (x->grid[2] > 1 && strcmp(kind, "grad_query") && !red) { /* grad_query: z is (b, h) */
                         assert_true(l + 1 < p.n_launches);
                         assert_non_null(strstr(p.launches[l + 1].name, "_reduce"));
                     }

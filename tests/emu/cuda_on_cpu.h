@@ -136,6 +136,15 @@ inline float4 ld_dsmem_f4(const float *local, unsigned rank) {
     return v;
 }
 inline void pdl_enter() {}
+// red.global.add: one thread's add at a time (the emulation's threads share memory).
+inline void red_add(float *p, float x) {
+    std::lock_guard<std::mutex> l(emu::mu);
+    *p += x;
+}
+inline void red_add2(float *p, float x, float y) {
+    std::lock_guard<std::mutex> l(emu::mu);
+    p[0] += x, p[1] += y;
+}
 inline void mbar_init(unsigned long long *b, unsigned count) {
     std::lock_guard<std::mutex> l(emu::mu);
     auto &x = emu::bars[b];
