@@ -314,10 +314,10 @@ cleanup:
 }
 
 /* The outputs whose sums a kernel's tiles leave in no fixed order, as a bit
- * set of output indices: with splitk_red=1, the split products' (float
+ * set of output indices: with splitk_red=1 or 2, the split products' (float
  * atomics; which products are split depends on the shape, so all three). */
 static unsigned unordered_outputs(const attnbwd_kernel *k) {
-    return strstr(k->plan.tiles, "splitk_red=1")
+    return !strstr(k->plan.tiles, "splitk_red=0")
                ? 1u << OUT_GRAD_HIDDEN | 1u << OUT_QKV_WEIGHT | 1u << OUT_OUT_WEIGHT
                : 0u;
 }

@@ -210,8 +210,9 @@ local CHOICES = {
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
   { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "
                         .. "wg_gq=1 and gS is fp32" },
-  { "splitk_red", { 0, 1 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the same "
-                            .. "bits every run), or into its zeroed output by float atomics as its blocks end" },
+  { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
+                               .. "same bits every run), or into its zeroed output by float atomics as its blocks "
+                               .. "end (2: its tiles and splits chosen for that)" },
   { "gq_bias", { 0, 1, 2, 3, 4 }, "the bias sums in a pass of their own over gS, or made by gQ's TMA-fed kernel "
                                   .. "(gq_tma=1) from that many batch rows a tile (at most; a divisor of B)" },
 }
@@ -378,9 +379,11 @@ function M.candidates(shape)
     ws.gs_direct = 1 - ws.gs_direct
     add(ws)
   end
-  local det = M.heuristic(shape) -- the K slices added in a fixed order, or by float atomics
-  det.splitk_red = 1 - det.splitk_red
-  add(det)
+  for _, red in ipairs { 0, 1, 2 } do -- the K slices added in a fixed order, or by float atomics
+    local t = M.heuristic(shape)
+    t.splitk_red = red
+    add(t)
+  end
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

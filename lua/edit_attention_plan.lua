@@ -167,7 +167,8 @@ local function plan_fused(shape, t, arch)
     if t.wg == 1 and not g.tb then
       g.a_sw = t.a_smem == 1 and not g.ta
       local w = tiles.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw)
-      local fed = t.tma == 1 and tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch))
+      -- splitk_red=2: splits costed as added by atomics (not gA's: its reduce makes the row dots)
+      local fed = t.tma == 1 and tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch), t.splitk_red == 2 and not g.rowdot)
       if fed and fed.time < w.time then w = fed end
       -- The transpose, as measured with tr_vec=1 (8.1 us at 4 MB, 13.7 at 12,
       -- 27.8 at 32: 2.86 TB/s after 5.3 us; it was 2.6 TB/s after 9 us); a quarter of it
@@ -189,7 +190,7 @@ local function plan_fused(shape, t, arch)
   local pair_kv = t.pair_kv == 1 and t.pair > 0 and t.tma == 1 and t.wg == 1 and t.gs_store == 1
   local pair = t.pair > 0 and t.tma == 1 and t.wg == 1 and
                tiles.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2, pair_kv and { 3 } or nil,
-                                 t.pair_dsm == 1 and not pair_kv)
+                                 t.pair_dsm == 1 and not pair_kv, t.splitk_red == 2)
   if pair_kv and not (pair and pair[1].kslice == HID) then pair_kv = false end
   if pair then
     for i, g in ipairs { products[3], products[4] } do g.choice, g.kp = pair[i], ceil_div(g.k, 4) * 4 end
@@ -255,12 +256,12 @@ local function plan_fused(shape, t, arch)
   p.reserve("gqwc", gq_bias and gq_groups * H * ceil_div(T, gq_bm) * 3 * 2 or 0)
   p.reserve("colpart_out", COL_SPLIT * HID)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)
-  -- splitk_red=1: a split TMA-fed product adds its K slices into its output
+  -- splitk_red>=1: a split TMA-fed product adds its K slices into its output
   -- (zeroed by a launch before it) with float atomics as each block ends,
   -- instead of writing them apart for a reduce launch; not gA, whose reduce
   -- also makes the row dots. Its last bits then vary from run to run.
   local function adds_slices(g)
-    return t.splitk_red == 1 and g.choice.tma == true and g.choice.splits > 1 and not g.choice.cluster and not g.rowdot
+    return t.splitk_red >= 1 and g.choice.tma == true and g.choice.splits > 1 and not g.choice.cluster and not g.rowdot
   end
   -- Whether a product's K slices go through the workspace to a reduce launch.
   local function apart(g) return g.choice.splits > 1 and not g.choice.cluster and not adds_slices(g) end

@@ -35,14 +35,21 @@ local function k_slice(k, s)
   if ceil_div(k, kslice) == s and (s == 1 or kslice >= 4 * GEMM_BK) then return kslice end
 end
 -- What a K split of s slices adds: the partial products written and read
--- back, the output written, and the reduce's launch.
-local function split_cost(m, n, s) return s > 1 and (2 * s + 1) * m * n * 4 / 3e12 + 3e-6 or 0 end
+-- back, the output written, and the reduce's launch; or (red: the slices
+-- added into the output by float atomics, splitk_red=2, its zeros written
+-- off the chain) the adds at L2, at a rate guessed until measured.
+local RED_RATE = 4e12
+local function split_cost(m, n, s, red)
+  if s == 1 then return 0 end
+  if red then return s * m * n * 4 / RED_RATE end
+  return (2 * s + 1) * m * n * 4 / 3e12 + 3e-6
+end
 
 -- The tiles and K split of one product with the least modelled time among
 -- `configs` whose shared memory (smem(c) bytes) fits `limit`: waves of blocks,
 -- each SM running `per_sm` of them at `rate` FLOP/s together, plus the traffic
--- of the partial products when K is split.
-local function choose(configs, smem, m, n, k, limit)
+-- of the partial products when K is split (split_cost's, red as there).
+local function choose(configs, smem, m, n, k, limit, red)
   local best
   for _, c in ipairs(configs) do
     for _, s in ipairs(limit and smem(c) > limit and {} or SPLITS) do
@@ -50,7 +57,7 @@ local function choose(configs, smem, m, n, k, limit)
       if kslice then
         local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * s
         local waves = ceil_div(blocks, SMS * c.per_sm)
-        local time = waves * 2 * c.bm * c.bn * kslice / (c.rate / c.per_sm) + split_cost(m, n, s)
+        local time = waves * 2 * c.bm * c.bn * kslice / (c.rate / c.per_sm) + split_cost(m, n, s, red)
         if not best or time < best.time then best = { config = c, splits = s, kslice = kslice, time = time } end
       end
     end
@@ -102,8 +109,8 @@ function M.tma_threads(c) return c.bm // 64 * 128 + 128 end
 function M.tma_smem(c, ta)
   return (c.stages * (c.bm + c.bn) + (ta and c.raw * c.bm or 0)) * GEMM_BK * 4 + (3 * c.stages + c.raw) * 8 + 1024
 end
-function M.choose_tma(m, n, k, ta, limit)
-  local best = choose(TMA_CONFIGS, function(c) return M.tma_smem(c, ta) end, m, n, k, limit)
+function M.choose_tma(m, n, k, ta, limit, red)
+  local best = choose(TMA_CONFIGS, function(c) return M.tma_smem(c, ta) end, m, n, k, limit, red)
   if best then best.wg, best.tma = true, true end
   return best
 end
@@ -122,7 +129,8 @@ end
 -- by parking its tile in shared memory, two cluster barriers and reading
 -- (s - 1) / s of a tile from the others (DSMEM_RATE a block, a guess until
 -- measured); where both products are split, by the same s (one cluster size a
--- launch). Such a choice has `cluster` set.
+-- launch). Such a choice has `cluster` set. red: the splits costed as added
+-- by float atomics (split_cost).
 local PAIR_BLOCK_SETUP, PAIR_SPLITS, PAIR_MAX_BLOCKS = 3e-6, { 1, 2, 3, 4 }, 8 * SMS
 local DSMEM_SETUP, DSMEM_RATE = 1e-6, 60e9
 local function pair_makespan(n1, t1, n2, t2)
@@ -145,7 +153,7 @@ local function pair_makespan(n1, t1, n2, t2)
   place(n2, t2)
   return groups[#groups].load
 end
-function M.choose_pair(g1, g2, limit, wide_only, splits1, dsm)
+function M.choose_pair(g1, g2, limit, wide_only, splits1, dsm, red)
   local best
   local function options(g, splits)
     local out = {}
@@ -158,7 +166,7 @@ function M.choose_pair(g1, g2, limit, wide_only, splits1, dsm)
             local o = { config = c, splits = s, kslice = kslice, wg = true, tma = true, cluster = cluster or nil,
                         blocks = ceil_div(g.m, c.bm) * ceil_div(g.n, c.bn) * s,
                         block_time = PAIR_BLOCK_SETUP + 2 * c.bm * c.bn * kslice / c.rate,
-                        reduce = split_cost(g.m, g.n, s), smem = M.tma_smem(c, g.ta) }
+                        reduce = split_cost(g.m, g.n, s, red), smem = M.tma_smem(c, g.ta) }
             if cluster then
               o.reduce = 0
               o.block_time = o.block_time + DSMEM_SETUP + c.bm * c.bn * 4 * (s - 1) / s / DSMEM_RATE

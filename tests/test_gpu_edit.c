@@ -197,6 +197,9 @@ int main(void) {
     runs[n++] = tiled_run(1, 373, 0.1, 0, "splitk_red=0");
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "splitk_red=0 pair=0");
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "pair=0");
+    /* ... and with the tiles and splits chosen for the atomics (splitk_red=2): more K slices in the pair. */
+    runs[n++] = tiled_run(2, 768, 0.1, 0, "splitk_red=2");
+    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "splitk_red=2");
     /* ... read there by gQ's TMA-fed kernel (gq_tma=1: its map over the output's 1024-row heads; rows past T
      * in its last tiles, 64 and 128 rows, key zeros at T = 17). */
     runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=1 gq_tma=1");
