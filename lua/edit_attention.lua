@@ -147,11 +147,15 @@ function M.heuristic(shape, arch)
   -- splitk_red=1: a split TMA-fed product (grad_hidden at small B*T,
   -- grad_out_weight and grad_qkv_weight at large) adds its K slices into its
   -- output with float atomics, zeroed by a launch before it, instead of
-  -- writing them apart for a reduce launch: no reduce at the end of the chain
-  -- (5-9 us at B <= 2, the timelines), and at large B no slices through DRAM
-  -- (2 x 4 x 16 MB for grad_qkv_weight). The last bits of those outputs then
-  -- vary from run to run (splitk_red=0: the same bits every run).
-  t.splitk_red = 1
+  -- writing them apart for a reduce launch; 2: the tile model's splits
+  -- costed for that. Expected: the reduce gone from the end of the chain
+  -- (5-10 us at B <= 2, the timelines) and at large B the slices' DRAM
+  -- traffic, about 2% off the geomean. Measured (2026-12-05, A/B of the 16,
+  -- every GPU case passing): 417.7 (1) and 423.5 (2) against 421.1 us; -2 to
+  -- -3% at B=16,T=176, B=8,T=448, B=1,T=853, +2 to +3% at B=1,T=373 and
+  -- B=1,T=1024, the rest inside the noise. Not worth the outputs' last bits
+  -- varying from run to run: off (the same bits every run); explore tries it.
+  t.splitk_red = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
