@@ -47,8 +47,8 @@ case "${1:-check}" in
     # Each choice's own cases (ATTNBWD_TEST_SKIP leaves out those of another choice it is combined with),
     # then gs_direct's with gq_tma, verdict by verdict.
     ok=""
-    for spec in "pair_dsm|pair_dsm|" "gs_direct|gs_direct|gq_tma" "gq_bias|gq_bias|" "gq_tma|gq_tma|gq_bias,gs_direct" \
-                "gs_direct+gq_tma|gs_direct=1 gq_tma|" "ga_tma|ga_tma|"; do
+    for spec in "pair_dsm|pair_dsm|" "gs_direct|gs_direct|gq_tma" "gq_tma|gq_tma|gs_direct" \
+                "gs_direct+gq_tma|gs_direct=1 gq_tma|" "ga_tma|ga_tma|" "splitk_red|splitk_red|"; do
       IFS='|' read -r v match skip <<< "$spec"
       ATTNBWD_TEST_MATCH=$match ATTNBWD_TEST_SKIP=$skip timeout 100 build/tests/test_gpu_edit > "$OUT/tests_$v.txt" 2>&1
       rc=$?
@@ -63,17 +63,15 @@ case "${1:-check}" in
     has pair_dsm gs_direct && variants+=("+pair_dsm=1 gs_direct=1")
     has gs_direct gq_tma gs_direct+gq_tma && variants+=("+gs_direct=1 gq_tma=1")
     has gq_tma && variants+=("+gq_tma=1" "+gq_tma=1 gs_round=1")
-    has gq_tma gq_bias && variants+=("+gq_tma=1 gq_bias=4" "+gq_tma=1 gq_bias=2" "+gq_tma=1 gq_bias=4 gs_round=1")
     has ga_tma && variants+=("+ga_tma=2")
     has pair_dsm gq_tma ga_tma && variants+=("+pair_dsm=1 gq_tma=1 gs_round=1 ga_tma=2")
-    has pair_dsm gq_tma gq_bias ga_tma && variants+=("+pair_dsm=1 gq_tma=1 gq_bias=4 gs_round=1 ga_tma=2")
+    has splitk_red && variants+=("+splitk_red=1" "+splitk_red=2")
     if [ ${#variants[@]} -gt 0 ]; then
       AB_REPS=2 timeout 200 build/attnbwd lua bench/ab.lua time sol072_workload - "${variants[@]}" > "$OUT/ab_call.txt" 2>&1
       echo "A/B of whole calls: exit $?"; tail -22 "$OUT/ab_call.txt"
     fi
     if has gq_tma; then
       gq=("+gs_round=1" "+gq_tma=1" "+gq_tma=1 gs_round=1")
-      has gq_bias && gq+=("+gq_tma=1 gq_bias=4")
       AB_REPS=2 timeout 60 build/attnbwd lua bench/ab.lua time:grad_query sol072_workload - "${gq[@]}" > "$OUT/ab_gq.txt" 2>&1
       echo "A/B of gQ alone: exit $?"; tail -18 "$OUT/ab_gq.txt"
     fi

@@ -181,7 +181,9 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
  * with a power-of-two scale) and attention_output = attention_probs_dropped
  * @ value per head (the softmax backward's row sums come from it). Every sum runs in a fixed order: the same inputs give the
  * same bits on every run (the default tiles; the exploration candidate
- * gs_store=0 sums gQ and grad_edit_region_bias with float atomics instead).
+ * gs_store=0 sums gQ and grad_edit_region_bias with float atomics instead,
+ * and splitk_red=1 or 2 the split products' K slices into grad_hidden_states,
+ * grad_qkv_weight and grad_out_weight).
  * A call with the same arguments as the kernel's call before it (every
  * pointer, scale, dropout_p and the workspace) is captured into a CUDA graph
  * the kernel keeps, and replayed while they stay the same: one launch on

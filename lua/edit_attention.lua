@@ -126,16 +126,6 @@ function M.heuristic(shape, arch)
   -- transpose k and round gS for every 64x32 box, hold it. Off; explore
   -- tries it with gs_round=1.
   t.gq_tma = 0
-  -- gq_bias=G (with gq_tma=1): the bias sums made by gQ's kernel from the
-  -- gS it streams, G batch rows a tile of 64 rows (the largest divisor of B
-  -- up to G; not where that is 1 of B > 1), into grad_edit_region_bias where
-  -- G is all of B, else into B/G layers that bias_grads adds up: gS read once
-  -- instead of twice. Measured (2026-12-05): correct, but gQ 3-5x slower
-  -- (B=64,T=128 149.4 against 52.0 us with gq_tma alone): each step's
-  -- prep warps wait on the mask's global loads before their ballots, and
-  -- gq_tma itself is slower than the default gQ; the call's geomean 689.7
-  -- against 421.3 us. Off, and not among explore's candidates.
-  t.gq_bias = 0
   -- gs_direct=1 (B = 1): gS written by the pass straight into
   -- grad_edit_region_bias, which it is there, instead of into the workspace
   -- and copied (67 MB read and 67 MB written at T = 1024, on the side lane
@@ -217,8 +207,6 @@ local CHOICES = {
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },
-  { "gq_bias", { 0, 1, 2, 3, 4 }, "the bias sums in a pass of their own over gS, or made by gQ's TMA-fed kernel "
-                                  .. "(gq_tma=1) from that many batch rows a tile (at most; a divisor of B)" },
 }
 
 -- "a, b or c"
@@ -368,7 +356,6 @@ function M.candidates(shape)
   -- Run on the H200 since (2026-12-05, all their GPU cases pass): the pair's
   -- slices added in clusters, gA as gA^T, gQ TMA-fed (with gS stored rounded,
   -- its faster form), gS in the output at B = 1 or through the workspace.
-  -- Not offered: gq_bias (gQ 3-5x slower, measured).
   local dsm = M.heuristic(shape)
   dsm.pair_dsm = 1 - dsm.pair_dsm
   if dsm.pair > 0 then add(dsm) end

@@ -96,16 +96,12 @@ local function new_plan(shape, t)
   -- columns in fours, whole warps), then one bias_final block per head.
   -- rows: 1024, or T where bias_zero_rows writes the rest.
   -- gsinv: gS's inverse scales where it is fp16 (gs_half), else "i64:0".
-  -- layers (gq_bias): gs is gQ's layers of sums over groups of batch rows
-  -- (edit_attention_bwd.cu rendered with B = their count, SUMS = 0): only
-  -- their sum, no within/cross sums (gQ's kernel made those).
-  function p.bias_sums(gs, rows, gsinv, layers)
+  function p.bias_sums(gs, rows, gsinv)
     rows = rows or POS
     local ct = ceil_div(ceil_div(shape.seq_len, 4), 32) * 32
     p.kernel("bias_grads", { ceil_div(rows, 256 // ct), H, 1 },
-             { gs, layers and "i64:0" or "in:edit_region_mask", "out:grad_edit_region_bias",
-               layers and "i64:0" or p.wsp("biaspart"), "i32:" .. rows, gsinv or "i64:0" })
-    if layers then return end
+             { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart"), "i32:" .. rows,
+               gsinv or "i64:0" })
     p.kernel("bias_final", { H, 1, 1 }, { p.wsp("biaspart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   end
   function p.finish(arch, align)
@@ -216,30 +212,11 @@ local function plan_fused(shape, t, arch)
                     t.gs_store == 1 and not gs_half
   if gs_direct then gs_ld = POS end
   local gs_rows = gs_direct and POS or T -- gS's rows per (b, h)
-  -- gq_bias=G (gq_tma=1): gQ's kernel sums gS over tiles of bias_g batch
-  -- rows (the largest divisor of B up to G), into grad_edit_region_bias
-  -- where that is all of B (bias_direct), else into B/bias_g layers
-  -- [16, T, 32 KT] that bias_grads adds up; the within/cross partials, 3 a
-  -- tile, added by grad_query_sums. Not where bias_g would be 1 of B > 1
-  -- (the layers would be gS copied whole), nor with gs_direct (gS is the
-  -- output there already). Its tiles are 64 rows: 128-row ones with the
-  -- sums' registers spill (168 a thread at 384 threads).
   -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
   -- stored transposed (through registers), gS's rows B, rounded in place;
   -- or (gq_tma) TMA-fed and persistent, where gS is fp32.
   local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
   local gq_tma = gq_wg and t.gq_tma == 1 and t.tma == 1 and not gs_half
-  local bias_g = 0
-  if gq_tma and t.gq_bias > 0 and not gs_direct then
-    for g = t.gq_bias, 1, -1 do
-      if B % g == 0 then bias_g = g break end
-    end
-    if bias_g == 1 and B > 1 then bias_g = 0 end
-  end
-  local gq_bias, bias_direct = bias_g > 0, bias_g == B -- bias_direct: gq_bias into the output
-  local gq_bm = gq_bias and 64 or t.gq_bn -- gQ's rows a tile (gq_tma)
-  local bias_lld = ceil_div(T, GEMM_BK) * GEMM_BK -- a layer's row: whole k tiles
-  local gq_groups = gq_bias and B // bias_g or B -- gQ's tiles: (group, head, row block)
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
@@ -252,8 +229,6 @@ local function plan_fused(shape, t, arch)
   local gan = gs_half and wsp("gan") or "i64:0"
   local gsinv = gs_half and wsp("gsinv") or "i64:0"
   p.reserve("biaspart", H * POS * 2)
-  p.reserve("gqlayers", gq_bias and not bias_direct and gq_groups * H * T * bias_lld or 0)
-  p.reserve("gqwc", gq_bias and gq_groups * H * ceil_div(T, gq_bm) * 3 * 2 or 0)
   p.reserve("colpart_out", COL_SPLIT * HID)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)
   -- splitk_red>=1: a split TMA-fed product adds its K slices into its output
@@ -446,18 +421,11 @@ local function plan_fused(shape, t, arch)
   transpose_b(gqw)
   zero_output(gqw)
   if pair then p.signal("gqw_b") end
-  -- (gq_bias writing the output itself: always, and the columns past its k tiles too)
-  local zero_early = (t.zero_early == 1 or bias_direct) and t.gs_store == 1 and T < POS
-  local zero_cols = bias_direct and bias_lld < POS
+  local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
   if zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
+    p.signal("bias_zero")
   end
-  if zero_cols then
-    p.kernel("bias_zero_cols", { ceil_div(T * (POS - bias_lld) // 4, 256), H, 1 },
-             { "out:grad_edit_region_bias", "i32:" .. bias_lld })
-  end
-  local zeroes = zero_early or zero_cols -- "bias_zero": the writers of the output's zeros are done
-  if zeroes then p.signal("bias_zero") end
   p.on(0)
   if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
     p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
@@ -496,32 +464,26 @@ local function plan_fused(shape, t, arch)
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
     p.signal("grad_qkv")
   else
-    if not gq_bias then
-      p.on(1)
-      p.wait("attention")
-      if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
-      p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
-      p.on(0)
-    end
+    p.on(1)
+    p.wait("attention")
+    if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
+    p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
+    p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local kname = p.prefix .. "_grad_query"
     if gq_tma then
       -- gq_bn rows of one head's gS a tile, as many blocks as tiles or SMs
       -- (templates/grad_query_tma.cu); stages and k's slots fill the shared memory.
-      local bm = gq_bm
+      local bm = t.gq_bn
       local stages, raw = bm == 128 and 7 or 10, 4
-      local n_tiles = gq_groups * H * ceil_div(T, bm)
+      local n_tiles = B * H * ceil_div(T, bm)
       p.render("grad_query_tma.cu", { NAME = kname, T = T, Z = B * H, GS_ROWS = gs_rows, BM = bm, STAGES = stages, RAW = raw,
-                                      A_ROUND = not gs_round, BIAS = gq_bias, G = math.max(bias_g, 1),
-                                      BIAS_ROWS = bias_direct and POS or T, BIAS_LD = bias_direct and POS or bias_lld })
+                                      A_ROUND = not gs_round })
       local smem = (stages * (bm + D) * GEMM_BK + raw * GEMM_BK * D) * 4 + (3 * stages + 2 * raw) * 8 + 1024
-      local sums = bias_direct and "out:grad_edit_region_bias" or wsp("gqlayers")
       p.kernel("grad_query", { math.min(n_tiles, SMS), 1, 1 },
                { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * gs_rows, T, gs_ld, bm, GEMM_BK) .. gs,
                  string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
-                 wsp("gqkv"), "f32:scale", gq_bias and "in:edit_region_mask" or "i64:0",
-                 gq_bias and sums or "i64:0", gq_bias and wsp("gqwc") or "i64:0" },
-               { tma_threads({ bm = bm }), 1, 1 }, smem)
+                 wsp("gqkv"), "f32:scale" }, { tma_threads({ bm = bm }), 1, 1 }, smem)
     elseif gq_wg then
       local w = { bm = 64, bn = t.gq_bn, stages = 4 }
       p.render("gemm_wg_batched_kernel.cu", {
@@ -549,15 +511,6 @@ local function plan_fused(shape, t, arch)
                { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, false, false))
     end
     p.signal("grad_qkv")
-    if gq_bias then -- on lane 1: the layers added up, the within/cross partials
-      p.on(1)
-      p.wait("grad_qkv")
-      if zeroes then p.wait("bias_zero") end
-      if not bias_direct then p.bias_sums(wsp("gqlayers"), zero_early and T or POS, nil, true) end
-      p.kernel("grad_query_sums", { H, 1, 1 }, { wsp("gqwc"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" },
-               { 32, 1, 1 })
-      p.on(0)
-    end
   end
   -- grad_qkv_bias in a pass of its own on lane 1, where grad_qkv_weight does not make it.
   local function qkv_bias_pass()
@@ -611,10 +564,8 @@ local function plan_fused(shape, t, arch)
     p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
   end
   if t.gs_store == 1 then
-    -- gq_bias: bias_grads adds gQ's layers (as many as groups of batch rows) and only that
-    p.render("edit_attention_bwd.cu", { B = gq_groups, T = T, PREFIX = p.prefix,
-                                        GS_LD = gq_bias and bias_lld or gs_ld, GS_HALF = gs_half and 1 or 0,
-                                        IN_PLACE = gs_direct and 1 or 0, SUMS = not gq_bias })
+    p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0,
+                                        IN_PLACE = gs_direct and 1 or 0 })
   end
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
@@ -681,8 +632,7 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
   p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0,
-                                      SUMS = 1 })
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0 })
   p.render("grad_scores.cu", { PREFIX = p.prefix })
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
   return p.finish(arch, 4)

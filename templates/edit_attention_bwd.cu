@@ -15,10 +15,6 @@ static_assert(!kInPlace || (kB == 1 && kLd == kPos), "gS in place is B = 1's, in
 // gS's elements: fp32, or (GS_HALF) fp16 times a power of two per (b, h, 64
 // keys) whose inverse is in gsinv (templates/attention_wg.cu's gs_exponent).
 constexpr bool kHalf = {{GS_HALF}};
-// kSums = 0 (tile gq_bias): gs is gQ's layers of sums over groups of batch
-// rows (kB of them; templates/grad_query_tma.cu), which made the within/cross
-// sums too: here only the layers' sum, no masks, no partials.
-constexpr bool kSums = {{SUMS}};
 constexpr int kNJ = (int)((kT + 63) / 64);
 typedef tc::gs_elem<kHalf>::t gs_t;
 } // namespace ea
@@ -78,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) v[u][e] = j + e < kT ? row[e] : 0.f;
                 }
-                if constexpr (kSums) mi[u] = edit_region_mask[b * kT + i];
+                mi[u] = edit_region_mask[b * kT + i];
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; ++u) {
@@ -87,10 +83,6 @@ extern "C" __global__ void __launch_bounds__(256)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     if (j + e >= kT) break;
-                    if constexpr (!kSums) {
-                        s[e] += v[u][e];
-                        continue;
-                    }
                     const float mj = edit_region_mask[b * kT + j + e];
                     s[e] += v[u][e];
                     within = fmaf(v[u][e], mi[u] * mj, within);
@@ -109,21 +101,19 @@ extern "C" __global__ void __launch_bounds__(256)
         for (int c = j + 4 * kCT; c < kPos; c += 4 * kCT)
             *reinterpret_cast<float4 *>(out + c) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if constexpr (kSums) {
-        // The row's partials: its warps' sums, in order (bias_final reads rows < T only).
+    // The row's partials: its warps' sums, in order (bias_final reads rows < T only).
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) {
-            within += __shfl_xor_sync(0xffffffffu, within, o);
-            cross += __shfl_xor_sync(0xffffffffu, cross, o);
-        }
-        if (lane == 0) warp_sums[0][warp] = within, warp_sums[1][warp] = cross;
-        __syncthreads();
-        if (mine && ct == 0 && i < kT) {
-            float w = 0.f, c = 0.f;
-            for (int x = rr * kCT / 32; x < (rr + 1) * kCT / 32; ++x) w += warp_sums[0][x], c += warp_sums[1][x];
-            partials[2 * (h * kPos + i)] = w;
-            partials[2 * (h * kPos + i) + 1] = c;
-        }
+    for (int o = 16; o > 0; o >>= 1) {
+        within += __shfl_xor_sync(0xffffffffu, within, o);
+        cross += __shfl_xor_sync(0xffffffffu, cross, o);
+    }
+    if (lane == 0) warp_sums[0][warp] = within, warp_sums[1][warp] = cross;
+    __syncthreads();
+    if (mine && ct == 0 && i < kT) {
+        float w = 0.f, c = 0.f;
+        for (int x = rr * kCT / 32; x < (rr + 1) * kCT / 32; ++x) w += warp_sums[0][x], c += warp_sums[1][x];
+        partials[2 * (h * kPos + i)] = w;
+        partials[2 * (h * kPos + i) + 1] = c;
     }
 }
 
@@ -140,22 +130,6 @@ extern "C" __global__ void __launch_bounds__(256)
     float *head = grad_edit_region_bias + ((long long)blockIdx.y * kPos + kT) * kPos;
     reinterpret_cast<float4 *>(head)[q] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
-
-#if !{{SUMS}}
-// Columns col0..1023 of rows 0..T-1 of every head, zeros: with gq_bias
-// making the sums over the whole batch, gQ's kernel writes [:T, :col0]
-// itself (col0 = 32 KT) and nothing adds layers up after it. Grid (float4s
-// of those rows' ends / 256, 16).
-extern "C" __global__ void __launch_bounds__(256)
-{{PREFIX}}_bias_zero_cols(float *__restrict__ grad_edit_region_bias, int col0) {
-    tc::pdl_enter();
-    using namespace ea;
-    const long long q = (long long)blockIdx.x * 256 + threadIdx.x, per_row = (kPos - col0) / 4;
-    if (q >= kT * per_row) return;
-    float *row = grad_edit_region_bias + ((long long)blockIdx.y * kPos + q / per_row) * kPos + col0;
-    reinterpret_cast<float4 *>(row)[q % per_row] = make_float4(0.f, 0.f, 0.f, 0.f);
-}
-#endif
 
 // One block per head: the partials of bias_grads, summed in a fixed order.
 extern "C" __global__ void __launch_bounds__(256)

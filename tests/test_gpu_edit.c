@@ -6,11 +6,10 @@
  * organisation (att_kb) where the heuristic would not take it, at T that
  * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
  * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
- * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), the bias sums
- * made by it (gq_bias), gA as gA^T
+ * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T
  * (ga_tma=2), the pair's K slices added across clusters (pair_dsm), gS
  * written straight into grad_edit_region_bias at B = 1 (gs_direct), the
- * split products' K slices added by a reduce launch (splitk_red=0), a case
+ * split products' K slices added by float atomics (splitk_red=1, 2), a case
  * past 2^31 elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
@@ -158,15 +157,6 @@ int main(void) {
     runs[n++] = tiled_run(3, 17, 0.0, MASK0 | BIASES, "gq_tma=1");
     runs[n++] = tiled_run(4, 640, 0.1, 0, "gq_tma=1 gq_bn=128");
     runs[n++] = tiled_run(1, 1000, 0.1, 0, "gq_tma=1 gs_round=1");
-    /* The bias sums made by gQ's TMA-fed kernel (gq_bias): over the whole batch straight into the output
-     * (B=4,T=640: 4 rows a tile, the columns past gQ's k tiles zeroed beside it; B=3,T=17 with key zeros;
-     * B=1,T=1000 with gS stored rounded), and into layers that bias_grads adds up (B=6,T=129: 2 layers of 3
-     * rows, key zeros; B=8,T=200 with zero_early=0: 4 layers, bias_grads writing the rows past T too). */
-    runs[n++] = tiled_run(4, 640, 0.1, 0, "gq_tma=1 gq_bias=4");
-    runs[n++] = tiled_run(3, 17, 0.0, MASK0 | BIASES, "gq_tma=1 gq_bias=4");
-    runs[n++] = tiled_run(1, 1000, 0.1, 0, "gq_tma=1 gq_bias=1 gs_round=1");
-    runs[n++] = tiled_run(6, 129, 0.25, MASK0, "gq_tma=1 gq_bias=4");
-    runs[n++] = tiled_run(8, 200, 0.1, 0, "gq_tma=1 gq_bias=2 zero_early=0");
     /* gA as gA^T with grad_output read as it lies (ga_tma=2): K split (B=1,T=373), T = 17 with non-zero
      * projection biases, and B*T = 2560. */
     runs[n++] = tiled_run(1, 373, 0.1, 0, "ga_tma=2");
@@ -190,12 +180,12 @@ int main(void) {
     runs[n++] = tiled_run(1, 129, 0.1, 0, "gs_direct=1 gs_round=1");
     runs[n++] = tiled_run(1, 200, 0.1, 0, "gs_direct=1 zero_early=0");
     runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=0"); /* B = 1 through the workspace, as before it was the default */
-    /* The split products' K slices added by reduce launches in slice order (splitk_red=0, the same bits every
-     * run) rather than by float atomics (the default): grad_hidden split and paired (B=1,T=373), grad_out_weight
-     * and grad_hidden split in launches of their own (B=8,T=200, pair=0); and that by atomics, grad_hidden's
-     * zeros on lane 1 while lane 0 runs the pass. */
-    runs[n++] = tiled_run(1, 373, 0.1, 0, "splitk_red=0");
-    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "splitk_red=0 pair=0");
+    /* The split products' K slices added into their zeroed outputs by float atomics (splitk_red=1) rather than
+     * by reduce launches in slice order (the default, the same bits every run): grad_hidden split and paired
+     * (B=1,T=373), grad_out_weight and grad_hidden split in launches of their own, grad_hidden's zeros on lane 1
+     * while lane 0 runs the pass (B=8,T=200, pair=0); and that by reduce launches. */
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "splitk_red=1");
+    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "splitk_red=1 pair=0");
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "pair=0");
     /* ... and with the tiles and splits chosen for the atomics (splitk_red=2): more K slices in the pair. */
     runs[n++] = tiled_run(2, 768, 0.1, 0, "splitk_red=2");

@@ -175,28 +175,20 @@ static void happens_before(const kernel_plan *p, uint64_t before[]) {
 /* Launches that share a workspace region or an output run one after the
  * other, except readers of a finished region: the three of grad_qkv
  * (grad_hidden, grad_qkv_weight, its column sums) and the two of gS (the
- * bias sums, gQ; not with gq_bias, where gQ writes what the sums read; with
- * gs_direct=1 the sums also write the columns of grad_edit_region_bias past
- * the pass's last key block, which gQ does not read), and, with
- * gs_direct=1, bias_zero_rows beside the pass and gQ: it
+ * bias sums, gQ; with gs_direct=1 the sums also write the columns of
+ * grad_edit_region_bias past the pass's last key block, which gQ does not
+ * read), and, with gs_direct=1, bias_zero_rows beside the pass and gQ: it
  * writes grad_edit_region_bias's rows past T, the pass those before T, and
- * gQ reads rows and columns before T only (its tiles stop at K = N = T);
- * with gq_bias making the sums over the whole batch (grad_query_sums in the
- * plan), bias_zero_rows and bias_zero_cols beside gQ: rows past T, and
- * columns past gQ's k tiles (32 KT) of those before, where gQ writes [:T, :32 KT].
+ * gQ reads rows and columns before T only (its tiles stop at K = N = T).
  * The side lanes must carry real work on a plan this size. */
-static const plan_launch *launch_named(const kernel_plan *p, const char *tail);
 static void check_lanes(const kernel_plan *p) {
     assert_true(p->n_launches <= 64);
     uint64_t before[64];
     happens_before(p, before);
     static const char *readers[][3] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial"},
                                        {"_bias_grads", "_grad_query", "_grad_query"},
-                                       {"_bias_zero_rows", "_attention_wg", "_grad_query"},
-                                       {"_bias_zero_rows", "_bias_zero_cols", "_grad_query"}};
-    /* gq_bias: gQ writes what bias_grads (its layers) and grad_query_sums read, and gS has one reader */
-    const int direct = strstr(p->tiles, "gs_direct=1") != NULL, sums_in_gq = launch_named(p, "_grad_query_sums") != NULL;
-    const int use[4] = {1, !sums_in_gq, direct, launch_named(p, "_bias_zero_cols") != NULL};
+                                       {"_bias_zero_rows", "_attention_wg", "_grad_query"}};
+    const int groups = strstr(p->tiles, "gs_direct=1") ? 3 : 2;
     for (int b = 0; b < p->n_launches; ++b)
         for (int a = 0; a < b; ++a) {
             const plan_launch *x = &p->launches[a], *y = &p->launches[b];
@@ -207,8 +199,7 @@ static void check_lanes(const kernel_plan *p) {
                               !strcmp(x->args[i], y->args[j]);
             if (!shared || (before[b] >> a & 1)) continue;
             int both_read = 0;
-            for (int r = 0; r < 4; ++r) {
-                if (!use[r]) continue;
+            for (int r = 0; r < groups; ++r) {
                 int ia = 0, ib = 0;
                 for (int k = 0; k < 3; ++k) {
                     ia |= strstr(x->name, readers[r][k]) && !strstr(x->name, "_reduce");
@@ -960,8 +951,7 @@ static void gq_tma_plans(void **state) {
             assert_int_equal(gq->grid[1] * gq->grid[2], 1);
             assert_int_equal(gq->block[0], 128 + bm / 64 * 128);
             assert_true(gq->shared_bytes <= 227 * 1024 && gq->shared_bytes > 150 * 1024);
-            assert_int_equal(gq->n_args, 7);
-            for (int a = 4; a < 7; ++a) assert_string_equal(gq->args[a], "i64:0"); /* no bias sums (gq_bias=0) */
+            assert_int_equal(gq->n_args, 4);
             char map[128];
             snprintf(map, sizeof map, "tmap:%lld:%lld:%lld:%ld:32:1:", (long long)(B * 16 * T), (long long)T,
                      (long long)ld, bm);
@@ -969,93 +959,9 @@ static void gq_tma_plans(void **state) {
             snprintf(map, sizeof map, "tmap:%lld:64:64:32:64:0:in:key", (long long)(B * 16 * T));
             assert_string_equal(gq->args[1], map);
             assert_string_equal(gq->args[3], "f32:scale");
-            assert_non_null(strstr(p.source, v == 1 ? "constexpr bool A_ROUND = 0, BIAS = 0;" : "constexpr bool A_ROUND = 1, BIAS = 0;"));
+            assert_non_null(strstr(p.source, v == 1 ? "constexpr bool A_ROUND = 0;" : "constexpr bool A_ROUND = 1;"));
             kernel_plan_free(&p);
         }
-    gen_close(g);
-}
-
-/* gq_bias=4 (with gq_tma=1): gQ's kernel makes the bias sums, G batch rows
- * a tile of 64 rows (the largest divisor of B up to 4): into
- * grad_edit_region_bias where G = B, with bias_zero_rows and bias_zero_cols
- * beside it for the rest and no bias_grads; else into B/G layers of
- * [16, T, 32 KT] in the workspace that bias_grads adds up (no masks, no
- * within/cross partials, no bias_final). grad_query_sums adds the tiles'
- * within/cross partials either way. Where G would be 1 of B > 1, or
- * without gq_tma, the plan is gq_bias=0's. */
-static void gq_bias_plans(void **state) {
-    (void)state;
-    gen_state *g = open_gen();
-    const struct { int64_t B, T; int G; } cases[] = {{1, 373, 1}, {4, 640, 4}, {32, 773, 4}, {3, 17, 3},
-                                                     {6, 129, 3}, {1, 1024, 1}, {5, 100, 0}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
-        const int64_t B = cases[i].B, T = cases[i].T, G = cases[i].G, groups = G ? B / G : B;
-        const int64_t lld = (T + 31) / 32 * 32, tiles_n = groups * 16 * ((T + 63) / 64);
-        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
-        kernel_plan p, base;
-        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_tma=1 gq_bias=4 gs_direct=0", &p), ATTNBWD_OK);
-        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_tma=1 gs_direct=0", &base), ATTNBWD_OK);
-        check_lanes(&p);
-        check_pdl(&p);
-        const plan_launch *gq = launch_named(&p, "_grad_query"), *sums = launch_named(&p, "_grad_query_sums"),
-                          *grads = launch_named(&p, "_bias_grads");
-        assert_non_null(gq);
-        assert_int_equal(gq->n_args, 7);
-        if (!G) { /* one batch row a tile would copy gS whole: gq_bias=0's plan */
-            assert_null(sums);
-            assert_string_equal(strchr(p.source, '\n'), strchr(base.source, '\n'));
-            assert_int_equal(p.workspace_bytes, base.workspace_bytes);
-            kernel_plan_free(&p);
-            kernel_plan_free(&base);
-            continue;
-        }
-        char want[96];
-        snprintf(want, sizeof want, "constexpr int G = %lld;", (long long)G);
-        assert_non_null(strstr(p.source, want));
-        assert_non_null(strstr(p.source, "BIAS = 1;"));
-        assert_int_equal(gq->grid[0], tiles_n < 132 ? tiles_n : 132);
-        assert_int_equal(gq->block[0], 256); /* 64-row tiles: one consumer warpgroup */
-        assert_string_equal(gq->args[4], "in:edit_region_mask");
-        assert_non_null(sums);
-        assert_string_equal(sums->args[0], gq->args[6]);
-        assert_int_equal(sums->grid[0], 16);
-        assert_int_equal(sums->block[0], 32);
-        assert_true(sums > gq && sums->lane != 0);
-        assert_null(launch_named(&p, "_bias_final"));
-        size_t extra = ((size_t)tiles_n * 6 * 4 + 255) / 256 * 256; /* the within/cross partials */
-        if (G == B) { /* the output itself */
-            assert_string_equal(gq->args[5], "out:grad_edit_region_bias");
-            assert_null(grads);
-            const plan_launch *zr = launch_named(&p, "_bias_zero_rows"), *zc = launch_named(&p, "_bias_zero_cols");
-            assert_true((zr != NULL) == (T < 1024) && (zc != NULL) == (lld < 1024));
-            if (zc) {
-                snprintf(want, sizeof want, "i32:%lld", (long long)lld);
-                assert_string_equal(zc->args[1], want);
-                const unsigned long long float4s = (unsigned long long)T * (1024 - lld) / 4;
-                assert_true((unsigned long long)zc->grid[0] * 256 >= float4s &&
-                            (unsigned long long)(zc->grid[0] - 1) * 256 < float4s);
-            }
-            assert_non_null(strstr(p.source, "BIAS_ROWS = 1024, BIAS_LD = 1024;"));
-        } else { /* layers, added up by bias_grads */
-            assert_int_equal(strncmp(gq->args[5], "ws:", 3), 0);
-            assert_non_null(grads);
-            assert_true(grads > gq && grads->lane != 0);
-            assert_string_equal(grads->args[0], gq->args[5]);
-            assert_string_equal(grads->args[1], "i64:0");
-            assert_string_equal(grads->args[3], "i64:0");
-            assert_null(launch_named(&p, "_bias_zero_cols"));
-            snprintf(want, sizeof want, "kB = %lld, kT = %lld, kLd = %lld;", (long long)groups, (long long)T,
-                     (long long)lld);
-            assert_non_null(strstr(p.source, want));
-            assert_non_null(strstr(p.source, "constexpr bool kSums = 0;"));
-            snprintf(want, sizeof want, "BIAS_ROWS = %lld, BIAS_LD = %lld;", (long long)T, (long long)lld);
-            assert_non_null(strstr(p.source, want));
-            extra += ((size_t)groups * 16 * T * lld * 4 + 255) / 256 * 256;
-        }
-        assert_int_equal(p.workspace_bytes, base.workspace_bytes + extra);
-        kernel_plan_free(&p);
-        kernel_plan_free(&base);
-    }
     gen_close(g);
 }
 
@@ -1131,7 +1037,7 @@ static void pair_dsm_plans(void **state) {
  * strides, the bias sums read it in place (no gs argument), and the
  * workspace has no gS; at B = 2 it changes nothing but the tiles' text.
  * With gq_tma=1, gQ's map is over [16 * 1024, T] rows 1024 apart (GS_ROWS
- * 1024), and gq_bias has nothing to add (off). */
+ * 1024). */
 static void gs_direct_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -1167,7 +1073,7 @@ static void gs_direct_plans(void **state) {
             assert_non_null(strstr(p.source, on ? "constexpr bool kInPlace = 1;" : "constexpr bool kInPlace = 0;"));
             /* gQ's B (gS): its rows' stride, and its batch and head strides */
             kernel_plan q; /* ... and through gq_tma's map */
-            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1 gq_tma=1 gq_bias=4" : "gs_direct=0 gq_tma=1", &q),
+            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1 gq_tma=1" : "gs_direct=0 gq_tma=1", &q),
                              ATTNBWD_OK);
             const plan_launch *qgq = launch_named(&q, "_grad_query");
             snprintf(want, sizeof want, "tmap:%lld:%lld:%lld:", (long long)(B * 16 * (on ? 1024 : T)), (long long)T,
@@ -1177,7 +1083,6 @@ static void gs_direct_plans(void **state) {
             assert_true(!on || ends_with(qgq->args[0], ":out:grad_edit_region_bias"));
             snprintf(want, sizeof want, "GS_ROWS = %lld;", on ? 1024LL : (long long)T);
             assert_non_null(strstr(q.source, want));
-            if (on) assert_null(launch_named(&q, "_grad_query_sums")); /* gq_bias off: gS is the output already */
             kernel_plan_free(&q);
             const char *call = strstr(strstr(p.source, "_grad_query("), "tc::gemm_wg<");
             assert_non_null(call);
@@ -1312,7 +1217,6 @@ int main(void) {
         cmocka_unit_test(gs_half_plans),
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),
-        cmocka_unit_test(gq_bias_plans),
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(pair_dsm_plans),
         cmocka_unit_test(gs_direct_plans),
