@@ -71,6 +71,8 @@ function M.heuristic(shape, arch)
   -- gQ's tiles (wg_gq): 64 rows of gS a block where 128 would give fewer
   -- blocks than two an SM (small B*T: a block then waits alone on its loads).
   t.gq_bn = ceil_div(shape.seq_len, 128) * shape.batch * H < 2 * SMS and 64 or 128
+  -- gQ's k tiles in shared memory (wg_gq): STAGES - 2 of them loading ahead of the one its wgmmas read.
+  t.gq_stages = 4
   -- grad_hidden and grad_qkv_weight in one launch where B*T is small (each
   -- product a wave or two of tiles, which ran one after the other): 1.8-4.4%
   -- faster on 8 of the 11 public workloads with B*T <= 4096, 2.5-3.2% slower on
@@ -178,6 +180,7 @@ local CHOICES = {
   { "lane0", { 0, 1 }, "lane 0 on a stream of ours of the greatest priority, or on the caller's stream" },
   { "lane_pri", { 0, 1, 2 }, "lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest" },
   { "gq_bn", { 64, 128 }, "rows of gS a block of gQ on wgmma takes" },
+  { "gq_stages", { 4, 6, 8 }, "k tiles in shared memory for gQ on wgmma (that many less 2 load ahead)" },
   { "p_issuer", { 0, 1 }, "with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, "
                           .. "or by another warp's" },
   { "gemm_bias", { 0, 1, 2 }, "the bias gradients' column sums in a pass of their own, inside the TMA-fed TA "
@@ -305,6 +308,11 @@ function M.candidates(shape)
     t = M.heuristic(shape)
     t.gq_bn = 192 - t.gq_bn -- gQ's blocks of 64 or 128 rows
     add(t)
+    for _, stages in ipairs { 6, 8 } do -- gQ's k tiles loading ahead
+      t = M.heuristic(shape)
+      t.gq_stages = stages
+      add(t)
+    end
     t = M.heuristic(shape)
     t.tma = 0 -- the wgmma products with every thread copying (templates/gemm_wg.cu)
     add(t)

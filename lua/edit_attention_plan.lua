@@ -485,7 +485,7 @@ local function plan_fused(shape, t, arch)
                  string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
                  wsp("gqkv"), "f32:scale" }, { tma_threads({ bm = bm }), 1, 1 }, smem)
     elseif gq_wg then
-      local w = { bm = 64, bn = t.gq_bn, stages = 4 }
+      local w = { bm = 64, bn = t.gq_bn, stages = t.gq_stages }
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,

@@ -110,7 +110,7 @@ int main(void) {
         return 1;
     }
 
-    enum { MAX_RUNS = 96 };
+    enum { MAX_RUNS = 128 };
     static run runs[MAX_RUNS];
     size_t n = 0;
     const unsigned MASK0 = CHECK_EDIT_MASK_ZEROS, LARGE = CHECK_EDIT_LARGE, BIASES = CHECK_EDIT_BIASES;
@@ -187,6 +187,9 @@ int main(void) {
     runs[n++] = tiled_run(1, 373, 0.1, 0, "splitk_red=1");
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "splitk_red=1 pair=0");
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "pair=0");
+    /* gQ's k tiles loading further ahead (gq_stages): 6 at odd T with key zeros, 8 with 128-row blocks. */
+    runs[n++] = tiled_run(2, 129, 0.25, MASK0, "gq_stages=6");
+    runs[n++] = tiled_run(4, 640, 0.1, 0, "gq_stages=8 gq_bn=128");
     /* ... and with the tiles and splits chosen for the atomics (splitk_red=2): more K slices in the pair. */
     runs[n++] = tiled_run(2, 768, 0.1, 0, "splitk_red=2");
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "splitk_red=2");
