@@ -71,7 +71,11 @@ function M.heuristic(shape, arch)
   -- gQ's tiles (wg_gq): 64 rows of gS a block where 128 would give fewer
   -- blocks than two an SM (small B*T: a block then waits alone on its loads).
   t.gq_bn = ceil_div(shape.seq_len, 128) * shape.batch * H < 2 * SMS and 64 or 128
-  -- gQ's k tiles in shared memory (wg_gq): STAGES - 2 of them loading ahead of the one its wgmmas read.
+  -- gQ's k tiles in shared memory (wg_gq): STAGES - 2 of them loading ahead
+  -- of the one its wgmmas read. Measured (2026-12-05, A/B of the 16): gQ
+  -- alone 9-15% faster with 6 or 8 at B=1 (one block an SM) and 4% at
+  -- B=4,T=640, 15-30% slower at large B (fewer blocks an SM); the calls
+  -- 423.3 (6) and 425.8 (8) against 418.6 us, B=1,T=853 -1.5%. So 4.
   t.gq_stages = 4
   -- grad_hidden and grad_qkv_weight in one launch where B*T is small (each
   -- product a wave or two of tiles, which ran one after the other): 1.8-4.4%
