@@ -9,7 +9,8 @@
  * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T
  * (ga_tma=2), the pair's K slices added across clusters (pair_dsm), gS
  * written straight into grad_edit_region_bias at B = 1 (gs_direct), the
- * split products' K slices added by float atomics (splitk_red=1, 2), a case
+ * split products' K slices added by float atomics (splitk_red=1, 2), gQ's
+ * k tiles further ahead (gq_stages), a case
  * past 2^31 elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
