@@ -146,11 +146,12 @@ function M.heuristic(shape, arch)
   -- writing them apart for a reduce launch; 2: the tile model's splits
   -- costed for that. Expected: the reduce gone from the end of the chain
   -- (5-10 us at B <= 2, the timelines) and at large B the slices' DRAM
-  -- traffic, about 2% off the geomean. Measured (2026-12-05, A/B of the 16,
-  -- every GPU case passing): 417.7 (1) and 423.5 (2) against 421.1 us; -2 to
-  -- -3% at B=16,T=176, B=8,T=448, B=1,T=853, +2 to +3% at B=1,T=373 and
-  -- B=1,T=1024, the rest inside the noise. Not worth the outputs' last bits
-  -- varying from run to run: off (the same bits every run); explore tries it.
+  -- traffic, about 2% off the geomean. Measured (2026-12-05, two A/Bs of the
+  -- 16, every GPU case passing): 417.7 (1) and 423.5 (2) against 421.1 us,
+  -- then 417.4 (1) against 418.6; -2 to -3% at B=16,T=176, B=8,T=448,
+  -- B=1,T=853, +2.5 to +3.7% at B=1,T=373 and B=1,T=1024 in both, the rest
+  -- inside the noise. Not worth the outputs' last bits varying from run to
+  -- run: off (the same bits every run); explore tries it.
   t.splitk_red = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
