@@ -153,6 +153,10 @@ function M.heuristic(shape, arch)
   -- inside the noise. Not worth the outputs' last bits varying from run to
   -- run: off (the same bits every run); explore tries it.
   t.splitk_red = 0
+  -- ga_rowdot=1: gA, where TMA-fed and unsplit, makes the attention pass's
+  -- row dots from its accumulators (attention_output brought by its TMA warp),
+  -- so no rowdot launch reads gA back on the chain (the same bits of D).
+  t.ga_rowdot = 1
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -212,6 +216,8 @@ local CHOICES = {
                          .. "attention pass on wgmma (fp32 gS), gQ on wgmma reading it as stored" },
   { "gq_tma", { 0, 1 }, "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, "
                         .. "wg_gq=1 and gS is fp32" },
+  { "ga_rowdot", { 0, 1 }, "the row dots of the attention pass by a launch of their own after gA, or by gA's "
+                           .. "blocks where it is TMA-fed and unsplit" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },

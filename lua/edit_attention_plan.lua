@@ -240,6 +240,12 @@ local function plan_fused(shape, t, arch)
   end
   -- Whether a product's K slices go through the workspace to a reduce launch.
   local function apart(g) return g.choice.splits > 1 and not g.choice.cluster and not adds_slices(g) end
+  -- ga_rowdot=1: gA, TMA-fed and unsplit, makes the row dots from its
+  -- accumulators (templates/gemm_tma.cu's ROWDOT_T): no rowdot launch after it.
+  local function makes_rowdots(g)
+    return t.ga_rowdot == 1 and g.rowdot and g.choice.tma == true and g.choice.splits == 1 and not g.ta and
+           not g.c_t and not gs_half and tma_smem(g.choice.config, g.ta, true) <= smem_limit(arch)
+  end
   for _, g in ipairs(products) do
     if apart(g) then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
     if g.choice.wg and not g.b_direct then p.reserve("tB_" .. g.name, g.n * g.kp) end
@@ -328,9 +334,18 @@ local function plan_fused(shape, t, arch)
       local values, args
       values, args, sums = tma_product(g)
       values.NAME, values.COMMENT = kname, g.comment .. (g.b_direct and "" or "; B transposed")
-      p.render("gemm_tma_kernel.cu", values)
-      p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] },
-               { tma_threads(c), 1, 1 }, tma_smem(c, g.ta))
+      if makes_rowdots(g) then -- attention_output's 128-row boxes of 32 columns, swizzled
+        values.T = T
+        p.render("gemm_tma_rowdot_kernel.cu", values)
+        p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one",
+                                 string.format("tmap:%d:%d:%d:%d:%d:1:in:attention_output", BT, HID, HID, c.bm, GEMM_BK),
+                                 wsp("rowdot") },
+                 { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, true))
+      else
+        p.render("gemm_tma_kernel.cu", values)
+        p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] },
+                 { tma_threads(c), 1, 1 }, tma_smem(c, g.ta))
+      end
     elseif g.choice.wg then
       p.render("gemm_wg_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
@@ -427,7 +442,7 @@ local function plan_fused(shape, t, arch)
     p.signal("bias_zero")
   end
   p.on(0)
-  if gattn.choice.splits == 1 then -- else gA's reduce made the row dots
+  if gattn.choice.splits == 1 and not makes_rowdots(gattn) then -- else gA or its reduce made them
     p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
   end
   if t.gs_store == 0 then -- the red.add targets start at zero

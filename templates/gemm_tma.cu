@@ -46,6 +46,17 @@
 // in memory nor a reduce launch after it, but the order of the slices' adds,
 // and so the last bits of C, vary from run to run.
 //
+// ROWDOT_T > 0 (gA, unsplit; tile ga_rowdot=1): the attention pass's row dots
+// D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] (T = ROWDOT_T, M = B*T
+// rows, N = 1024 columns, 16 heads of 64) made from the block's accumulators,
+// so no rowdot launch reads gA back. The TMA warp brings the tile's
+// attention_output (map_o: 128-row boxes of 32 columns, swizzled) once its
+// k tiles are asked for: head 0 into a region of its own, heads 1.. into the
+// stages of the last k tiles as the consumers give them back. Each thread
+// adds its 16 products of a row and head in the order of tc::store_head_dot's
+// shuffle tree (its lanes' column pairs are a thread's 8 here, times the
+// quad's 4): the same bits as the rowdot kernel's.
+//
 // CLUSTER > 1: the tile's CLUSTER K slices are the blocks of one cluster, the
 // slice its rank. Each parks its accumulators in its shared memory (the stages
 // are free once the block's last wgmma is complete); then rank r adds rows
@@ -130,10 +141,17 @@ template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile,
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
-          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false>
+          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
-                                         float alpha, int split, float *__restrict__ colsum, int bx, int by) {
+                                         float alpha, int split, float *__restrict__ colsum, int bx, int by,
+                                         const tma_map *map_o = nullptr, float *__restrict__ rowdot = nullptr) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
+    constexpr bool ROWDOT = ROWDOT_T > 0;
+    constexpr int HEADS = ROWDOT ? BN / 64 : 0, HEAD_TILE = BM * 64; // attention_output a head: two boxes
+    static_assert(!ROWDOT || (!TA && !C_T && !RED && CLUSTER == 1 && KSPLIT >= K && N == 1024 && BN % 64 == 0 &&
+                              HEADS <= STAGES && HEAD_TILE <= STAGE && K >= 32 * STAGES),
+                  "row dots: gA unsplit, C as stored, a head of attention_output fits a stage, and the last "
+                  "HEADS - 1 k tiles' stages are given back before the end");
     // BM = 256 would need 640 threads, too many for the accumulators' registers.
     static_assert(BM == 128 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % 32 == 0, "tma product tiles");
     static_assert(M < (1ll << 31) && N < (1ll << 31) && K < (1ll << 31), "TMA coordinates are 32-bit");
@@ -157,8 +175,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         smem = reinterpret_cast<float *>(smem4) + ((1024 - raw_addr % 1024) % 1024) / 4; // launch asks 1 KiB more
     }
     float *raw = smem + STAGES * STAGE;
-    unsigned long long *full = reinterpret_cast<unsigned long long *>(raw + (TA ? RAW : 0) * A_TILE);
+    float *head0 = raw + (TA ? RAW : 0) * A_TILE; // ROWDOT: attention_output's first head of the tile
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(head0 + (ROWDOT ? HEAD_TILE : 0));
     unsigned long long *ready = full + STAGES, *empty = ready + STAGES, *raw_free = empty + STAGES;
+    unsigned long long *head_full = raw_free + RAW; // ROWDOT: one a head
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {
@@ -168,6 +188,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             mbar_init(&empty[s], NC * 4); // each consumer warp
         }
         for (int r = 0; r < RAW; ++r) mbar_init(&raw_free[r], TMA_PREP_THREADS);
+        for (int h = 0; h < HEADS; ++h) mbar_init(&head_full[h], 1);
         mbar_init_fence();
     }
     __syncthreads();
@@ -189,6 +210,21 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             tma_load_2d(Bs, map_b, &full[s], k0, n0);
             if constexpr (TA) tma_load_2d(raw + (j % RAW) * A_TILE, map_a, &full[s], m0, k0);
             else tma_load_2d(As, map_a, &full[s], k0, m0);
+        }
+        if constexpr (ROWDOT) {
+            // Head h > 0 into the stage of "k tile" ktiles + h - 1, whose last
+            // real tile (ktiles + h - 1 - STAGES <= ktiles - 2) is given back.
+            for (int h = 0; h < HEADS; ++h) {
+                float *dst = head0;
+                if (h > 0) {
+                    const int j = ktiles + h - 1;
+                    mbar_wait(&empty[j % STAGES], (j / STAGES - 1) & 1);
+                    dst = smem + (j % STAGES) * STAGE;
+                }
+                mbar_expect_tx(&head_full[h], HEAD_TILE * 4);
+                tma_load_2d(dst, map_o, &head_full[h], n0 + 64 * h, m0);
+                tma_load_2d(dst + BM * 32, map_o, &head_full[h], n0 + 64 * h + 32, m0);
+            }
         }
         return;
     }
@@ -295,6 +331,32 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                 if (c + 1 < N) C[(c + 1) * ldc + rr] = y;
             } else if (c + 1 < N) *reinterpret_cast<float2 *>(&C[rr * ldc + c]) = make_float2(x, y);
             else if (c < N) C[rr * ldc + c] = x;
+        }
+    }
+    if constexpr (ROWDOT) {
+        for (int h = 0; h < HEADS; ++h) {
+            mbar_wait(&head_full[h], 0);
+            const float *tile = h == 0 ? head0 : smem + ((ktiles + h - 1) % STAGES) * STAGE;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int row = wrow + g + 8 * e; // of the tile; row % 8 == g
+                float s[8];
+#pragma unroll
+                for (int jj = 0; jj < 8; ++jj) { // columns 8 jj + 2 t, + 1 of the head: box jj / 4
+                    const int j = 8 * h + jj, chunk = 2 * (jj % 4) + t / 2;
+                    const float2 o = *reinterpret_cast<const float2 *>(
+                        &tile[(jj / 4) * BM * 32 + row * 32 + 4 * (chunk ^ g) + 2 * (t % 2)]);
+                    s[jj] = fmaf(alpha * acc[4 * j + 2 * e], o.x, (alpha * acc[4 * j + 2 * e + 1]) * o.y);
+                }
+                // store_head_dot's lane l = 4 jj + t: its shuffles by 16, 8, 4
+                // are jj ^ 4, ^ 2, ^ 1 here, by 2 and 1 the quad's.
+                float d = ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]));
+                d += __shfl_xor_sync(0xffffffffu, d, 2);
+                d += __shfl_xor_sync(0xffffffffu, d, 1);
+                const i64 rr = (i64)m0 + row;
+                if (t == 0 && rr < M)
+                    rowdot[((rr / ROWDOT_T) * 16 + n0 / 64 + h) * ROWDOT_T + rr % ROWDOT_T] = d;
+            }
         }
     }
 }

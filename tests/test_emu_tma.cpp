@@ -130,6 +130,46 @@ bool gemm_case() {
     return ok;
 }
 
+// gA with the attention pass's row dots (ROWDOT_T, tile ga_rowdot=1): C =
+// A @ B^T over M = B*T rows and N = 1024 columns, and D[b, h, i] = C[b*T+i,
+// head h] . O[b*T+i, head h], O attention_output's stand-in: C against the
+// product, D bit for bit against tc::store_head_dot's order of summation (the
+// rowdot kernel's) over the stored C, every D written. The heads after the
+// first go through the stages of the last k tiles: K = 32 * STAGES puts them
+// in the stages of k tiles 0.. (the fewest tiles allowed), more K past those.
+template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot_case() {
+    constexpr int BM = 128;
+    constexpr long long M = B * T, N = 1024;
+    product p(M, N, K, false, BN, K);
+    std::vector<float> O(M * N), D(B * 16 * T, NAN);
+    for (auto &x : O) x = (float)uniform_pm1();
+    const tc::tma_map mo{O.data(), M, N, N, BM, 32, 1};
+    const int gx = (int)(N / BN), gy = (int)((M + BM - 1) / BM);
+    emu_launch((unsigned)(gx * gy), tc::gemm_tma_threads(BM), [&] {
+        const int id = (int)blockIdx.x;
+        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, false, false, false, 1, false, false, T>(
+            &p.ma, &p.mb, p.C.data(), N, 1.f, 0, nullptr, id % gx, id / gx, &mo, D.data());
+    });
+    double worst, refmax;
+    p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, worst, refmax);
+    long long unequal = 0;
+    for (long long r = 0; r < M; ++r)
+        for (int h = 0; h < 16; ++h) {
+            const float *x = &p.C[r * N + 64 * h], *y = &O[r * N + 64 * h];
+            float s[32], next[32];
+            for (int l = 0; l < 32; ++l) s[l] = fmaf(x[2 * l], y[2 * l], x[2 * l + 1] * y[2 * l + 1]);
+            for (int o = 16; o > 0; o >>= 1) {
+                for (int l = 0; l < 32; ++l) next[l] = s[l] + s[l ^ o];
+                memcpy(s, next, sizeof s);
+            }
+            unequal += __float_as_uint(s[0]) != __float_as_uint(D[((r / T) * 16 + h) * T + r % T]);
+        }
+    const bool ok = close_enough(worst, refmax) && unequal == 0;
+    printf("%s gemm_tma ROWDOT BN=%d STAGES=%d B=%lld T=%lld K=%lld: max abs err %.3g of %.3g, %lld of %lld row dots "
+           "unlike the rowdot kernel's\n", ok ? "PASS" : "FAIL", BN, STAGES, B, T, K, worst, refmax, unequal, B * 16 * T);
+    return ok;
+}
+
 using gq_kernel = void (*)(const tc::tma_map, const tc::tma_map, float *, float);
 
 // gQ [b, h] = alpha * gS [b, h] @ k [b, h] into grad_qkv's first 1024 columns
@@ -227,6 +267,10 @@ int main() {
     // transposed with its column sums and N not a multiple of 4 (the scalar tail).
     failed += !gemm_case<false, 256, true, 200, 256, 300, 128, false, false, false, false, true>();
     failed += !gemm_case<true, 128, false, 130, 198, 300, 160, true, false, false, false, true>();
+    // gA's row dots: 128 x 256 tiles (four heads, three in stages) at the fewest k tiles, a partial row
+    // tile (M = 300); 128 x 128 tiles (two heads) with six stages and K past them, T = 1.
+    failed += !rowdot_case<256, 4, 4, 75, 128>();
+    failed += !rowdot_case<128, 6, 130, 1, 224>();
     { // product 1 clustered (3 slices: 6 blocks), product 2's 4 blocks padded to 6
         product p1(200, 256, 300, false, 256, 128), p2(200, 256, 200, true, 128, 224);
         failed += !pair_case("emu_pair_1", emu_pair_1, p1, false, p2, true, 12, 3);

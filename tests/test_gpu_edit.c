@@ -10,7 +10,9 @@
  * (ga_tma=2), the pair's K slices added across clusters (pair_dsm), gS
  * written straight into grad_edit_region_bias at B = 1 (gs_direct), the
  * split products' K slices added by float atomics (splitk_red=1, 2), gQ's
- * k tiles further ahead (gq_stages), a case
+ * k tiles further ahead (gq_stages), the row dots made by gA's TMA-fed
+ * blocks (ga_rowdot, the default; with ga_tma=1 also 128x128 tiles, two
+ * heads a tile, at odd T) and by their own launch (ga_rowdot=0), a case
  * past 2^31 elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
@@ -199,6 +201,13 @@ int main(void) {
     runs[n++] = tiled_run(1, 373, 0.1, 0, "gs_direct=1 gq_tma=1");
     runs[n++] = tiled_run(1, 1000, 0.1, 0, "gs_direct=1 gq_tma=1 gq_bn=128 gs_round=1");
     runs[n++] = tiled_run(1, 17, 0.1, MASK0, "gs_direct=1 gq_tma=1");
+    /* The row dots from gA's accumulators (ga_rowdot=1, the default where gA is TMA-fed and unsplit): with
+     * ga_tma=1 on 128x128 tiles (two heads a tile, six stages) at T = 1000 and 200 (key zeros), on 128x256
+     * at T = 129; and by the rowdot launch (ga_rowdot=0) where the default would fuse them. */
+    runs[n++] = tiled_run(2, 1000, 0.1, 0, "ga_tma=1");
+    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "ga_tma=1");
+    runs[n++] = tiled_run(16, 129, 0.25, MASK0, "ga_tma=1");
+    runs[n++] = tiled_run(4, 640, 0.1, 0, "ga_rowdot=0");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");

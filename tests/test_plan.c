@@ -303,6 +303,7 @@ typedef struct product_view {
     unsigned cluster;                /* a pair's launch: its clusters' size; 1: none */
     int pair, which, clustered;      /* clustered: its K slices added across their cluster (pair_dsm=1) */
     int red;                         /* its K slices added into its output by float atomics (splitk_red>=1) */
+    int rowdot;                      /* gA making the attention pass's row dots (ga_rowdot=1) */
 } product_view;
 
 static int ends_with(const char *s, const char *tail) {
@@ -324,12 +325,13 @@ static int kernel_flag(const kernel_plan *p, const plan_launch *x, const char *k
 /* The view of the product named `name` (e.g. "_grad_qkv_weight") that launch x runs. */
 static product_view view_product(const kernel_plan *p, const plan_launch *x, const char *name) {
     product_view v = {0};
-    if (!is_pair(x)) {
-        assert_int_equal(x->n_args, 5);
-        v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->args[4];
+    if (!is_pair(x)) { /* map_a, map_b, C, alpha, column sums; or (gA making the row dots) map_o, D */
+        assert_true(x->n_args == 5 || (x->n_args == 6 && ends_with(x->name, "_grad_attn_out")));
+        v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->n_args == 5 ? x->args[4] : "i64:0";
+        v.rowdot = x->n_args == 6;
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
         v.cluster = 1;
-        v.red = kernel_flag(p, x, "constexpr bool RED = ");
+        v.red = v.rowdot ? 0 : kernel_flag(p, x, "constexpr bool RED = "); /* the row dots' kernel: never */
         return v;
     }
     assert_int_equal(x->n_args, 9);
@@ -423,10 +425,11 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     if (v->pair) {
         /* each product's stages fit the launch's shared memory */
         assert_true(v->stages >= 4 && tma_smem(v->stages, bm, bn, ta) <= x->shared_bytes);
-    } else {
-        const unsigned stages = (x->shared_bytes - 1024 - (ta ? 2 * bm * 32 * 4 : 0)) / ((bm + bn) * 32 * 4);
+    } else { /* (the row dots: a head of attention_output, bm x 64 floats, and a barrier a head beyond) */
+        const unsigned extra = v->rowdot ? bm * 64 * 4 + bn / 64 * 8 : 0;
+        const unsigned stages = (x->shared_bytes - extra - 1024 - (ta ? 2 * bm * 32 * 4 : 0)) / ((bm + bn) * 32 * 4);
         assert_true(stages >= 4);
-        assert_int_equal(x->shared_bytes, tma_smem(stages, bm, bn, ta));
+        assert_int_equal(x->shared_bytes, tma_smem(stages, bm, bn, ta) + extra);
     }
     assert_true(x->shared_bytes <= 227 * 1024);
     assert_non_null(strstr(p->source, "tc::gemm_tma<"));
@@ -777,14 +780,15 @@ static void edit_attention_plans(void **state) {
             if (tile(p.tiles, "pair") >= 1 && fused && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
                 assert_true(pairs == 1 || (pairs == 2 && tile(p.tiles, "pair_kv") == 1));
             /* The attention pass's row dots come from one launch before it: gA's reduce where gA's K is
-             * split, else a rowdot launch reading gA. */
+             * split, else gA itself (ga_rowdot=1, TMA-fed: its last argument) or a rowdot launch reading gA. */
             if (fused) {
                 int makers = 0, pass_at = -1;
                 for (int l = 0; l < p.n_launches; ++l) {
                     const plan_launch *x = &p.launches[l];
                     if (ends_with(x->name, "_attention") || ends_with(x->name, "_attention_wg"))
                         pass_at = pass_at < 0 ? l : pass_at;
-                    if (ends_with(x->name, "_rowdot") || ends_with(x->name, "_grad_attn_out_reduce")) {
+                    if (ends_with(x->name, "_rowdot") || ends_with(x->name, "_grad_attn_out_reduce") ||
+                        (ends_with(x->name, "_grad_attn_out") && x->n_args == 6)) {
                         assert_true(pass_at < 0); /* before the pass */
                         makers++;
                     }
@@ -865,6 +869,11 @@ static void gs_half_plans(void **state) {
             assert_non_null(strstr(p.tiles, half ? "gs_half=1" : "gs_half=0"));
             const plan_launch *maker = launch_named(&p, "_rowdot");
             if (!maker) maker = launch_named(&p, "_grad_attn_out_reduce");
+            if (!maker) { /* gA makes them (ga_rowdot=1; not with gs_half, whose maker also makes |gA|^2) */
+                assert_false(half);
+                maker = launch_named(&p, "_grad_attn_out");
+                assert_true(maker->n_args == 6);
+            }
             const plan_launch *pass = launch_named(&p, "_attention_wg"), *gq = launch_named(&p, "_grad_query"),
                               *bias = launch_named(&p, "_bias_grads");
             assert_non_null(maker);
@@ -874,7 +883,7 @@ static void gs_half_plans(void **state) {
             assert_int_equal(pass->n_args, 13);
             assert_string_equal(pass->args[12], "f32:dropout_p");
             const char *gan = pass->args[10], *gsinv = pass->args[11];
-            assert_string_equal(last_arg(maker), gan);
+            if (maker->n_args != 6) assert_string_equal(last_arg(maker), gan);
             assert_string_equal(last_arg(gq), gsinv);
             assert_string_equal(last_arg(bias), gsinv);
             if (half) {
@@ -1003,6 +1012,59 @@ static void ga_tma2_plans(void **state) {
         if (split) assert_int_equal(strncmp(ga->args[2], "ws:", 3), 0);
         else assert_string_equal(ga->args[2], launch_named(&p, "_rowdot")->args[0]); /* gA itself */
         kernel_plan_free(&p);
+    }
+    gen_close(g);
+}
+
+/* ga_rowdot=1 (the heuristic's): where gA is TMA-fed and unsplit, its launch
+ * makes the row dots (attention_output's map, 128-row boxes of 32 columns,
+ * swizzled; the workspace's D, which the pass reads) and no rowdot launch
+ * follows; with ga_rowdot=0 a rowdot launch writes the same D from gA. Where
+ * gA is split (B=1,T=373) its reduce makes them either way. */
+static void ga_rowdot_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{64, 128}, {4, 640}, {16, 211}, {1, 373}};
+    for (size_t i = 0; i < 4; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1];
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+        char d[2][64];
+        for (int fused = 0; fused <= 1; ++fused) {
+            kernel_plan p;
+            assert_int_equal(gen_plan(g, &s, "sm_90", fused ? "" : "ga_rowdot=0", &p), ATTNBWD_OK);
+            assert_non_null(strstr(p.tiles, fused ? "ga_rowdot=1" : "ga_rowdot=0"));
+            const plan_launch *ga = launch_named(&p, "_grad_attn_out"), *pass = launch_named(&p, "_attention_wg");
+            const plan_launch *rowdot = launch_named(&p, "_rowdot"), *reduce = launch_named(&p, "_grad_attn_out_reduce");
+            assert_non_null(ga);
+            assert_non_null(pass);
+            if (ga->grid[2] > 1) { /* split: the reduce makes them */
+                assert_non_null(reduce);
+                assert_null(rowdot);
+                assert_true(ga->n_args < 6);
+                snprintf(d[fused], sizeof d[fused], "%s", reduce->args[3]);
+            } else if (fused) {
+                assert_null(rowdot);
+                assert_int_equal(ga->n_args, 6);
+                char map[96];
+                snprintf(map, sizeof map, "tmap:%lld:1024:1024:128:32:1:in:attention_output", (long long)(B * T));
+                assert_string_equal(ga->args[4], map);
+                snprintf(d[fused], sizeof d[fused], "%s", ga->args[5]);
+                const char *src = strstr(p.source, "_grad_attn_out(");
+                assert_non_null(src);
+                const char *call = strstr(src, "tc::gemm_tma<");
+                assert_non_null(call);
+                assert_int_equal(template_arg(call, 16), T); /* ROWDOT_T */
+            } else {
+                assert_non_null(rowdot);
+                assert_int_equal(ga->n_args, 5);
+                assert_string_equal(rowdot->args[0], ga->args[2]); /* gA */
+                snprintf(d[fused], sizeof d[fused], "%s", rowdot->args[2]);
+            }
+            assert_string_equal(pass->args[1], d[fused]); /* the pass reads that D */
+            assert_int_equal(strncmp(d[fused], "ws:", 3), 0);
+            kernel_plan_free(&p);
+        }
+        assert_string_equal(d[0], d[1]);
     }
     gen_close(g);
 }
@@ -1218,6 +1280,7 @@ int main(void) {
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),
         cmocka_unit_test(ga_tma2_plans),
+        cmocka_unit_test(ga_rowdot_plans),
         cmocka_unit_test(pair_dsm_plans),
         cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
