@@ -201,7 +201,8 @@ local CHOICES = {
                          .. "wherever tma=1 as gA^T with grad_output read as it lies (no transpose of out_weight)" },
   { "gh_trunc", { 0, 1 }, "grad_hidden's TMA producer rounds its A (grad_qkv) to TF32, or the tensor cores "
                           .. "truncate it" },
-  { "side_start", { 0, 1 }, "the side lanes start with the call, or once gA is done" },
+  { "side_start", { 0, 1, 2 }, "the side lanes start with the call, once gA is done, or once gA's B is "
+                               .. "transposed (where it is)" },
   { "att_kb", { 1, 2 }, "key blocks a block of the attention pass on wgmma: one, its rows split between the "
                         .. "two warpgroups, or two, one a warpgroup, their rows staged once" },
   { "pair_kv", { 0, 1 }, "the pair in one launch after gQ, or its k and v parts beside gQ and its q part after, "

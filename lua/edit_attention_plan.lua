@@ -416,12 +416,20 @@ local function plan_fused(shape, t, arch)
   -- they fill it together. Launches are issued in the order the chain needs.
   local gattn, gow, ghid, gqw = products[1], products[2], products[3], products[4]
   transpose_b(gattn)
+  -- side_start=2: the side lanes start once gA's B (out_weight) is
+  -- transposed, lane 0's first launch: it then has the GPU to itself, and gA
+  -- follows it before the side lanes' products (else as side_start=0).
+  local after_ga_b = t.side_start == 2 and gattn.choice.wg and not gattn.b_direct
+  if after_ga_b then p.signal("ga_b") end
   gemm(gattn)
   -- side_start=1: the side lanes start once gA (and its reduce) is done, so
   -- that gA's blocks find the SMs free instead of behind theirs.
   if t.side_start == 1 then p.signal("grad_attn_out") end
+  local function side_lane_start()
+    if t.side_start == 1 then p.wait("grad_attn_out") elseif after_ga_b then p.wait("ga_b") end
+  end
   p.on(1)
-  if t.side_start == 1 then p.wait("grad_attn_out") end
+  side_lane_start()
   -- The outputs that split products add into (adds_slices) zeroed on the side
   -- lanes, before the signals grad_hidden waits on (not on the chain) and
   -- long before grad_qkv_weight's wait for gQ.
@@ -432,7 +440,7 @@ local function plan_fused(shape, t, arch)
   zero_output(gow)
   if not gemm(gow) then p.colsum("in:grad_output", "out:grad_out_bias", BT, HID, "colpart_out") end
   p.on(2)
-  if t.side_start == 1 then p.wait("grad_attn_out") end
+  side_lane_start()
   transpose_b(gqw)
   zero_output(gqw)
   if pair then p.signal("gqw_b") end

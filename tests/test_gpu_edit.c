@@ -12,7 +12,8 @@
  * split products' K slices added by float atomics (splitk_red=1, 2), gQ's
  * k tiles further ahead (gq_stages), the row dots made by gA's TMA-fed
  * blocks (ga_rowdot, the default; with ga_tma=1 also 128x128 tiles, two
- * heads a tile, at odd T) and by their own launch (ga_rowdot=0), a case
+ * heads a tile, at odd T) and by their own launch (ga_rowdot=0), the side
+ * lanes after gA's transposed B (side_start=2), a case
  * past 2^31 elements in each [B, 16, T, T] tensor, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
@@ -208,6 +209,8 @@ int main(void) {
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "ga_tma=1");
     runs[n++] = tiled_run(16, 129, 0.25, MASK0, "ga_tma=1");
     runs[n++] = tiled_run(4, 640, 0.1, 0, "ga_rowdot=0");
+    /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
+    runs[n++] = tiled_run(4, 288, 0.1, MASK0, "side_start=2");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");

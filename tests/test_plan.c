@@ -225,6 +225,15 @@ static void check_lanes(const kernel_plan *p) {
                     break;
                 }
     }
+    /* side_start=2: where lane 0 starts with gA's B transposed, each side lane's first launch comes after it */
+    if (strstr(p->tiles, "side_start=2") && strstr(p->launches[0].name, "_transpose") && p->launches[0].lane == 0) {
+        for (int lane = 1; lane < p->n_lanes; ++lane)
+            for (int i = 0; i < p->n_launches; ++i)
+                if (p->launches[i].lane == lane) {
+                    assert_true(before[i] & 1);
+                    break;
+                }
+    }
     if (strstr(p->tiles, "fused=1")) {
         assert_int_equal(p->n_lanes, 3);
         assert_true(side >= 4 && p->n_launches - side >= 4);
@@ -1069,6 +1078,31 @@ static void ga_rowdot_plans(void **state) {
     gen_close(g);
 }
 
+/* side_start=2: where gA's B is transposed first on lane 0 (wgmma gA), the
+ * side lanes wait for that transpose (check_lanes); where gA reads
+ * out_weight as it is (mma.sync at small B*T), the plan is side_start=0's. */
+static void side_start2_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{32, 293}, {4, 288}, {2, 768}, {1, 373}};
+    for (size_t i = 0; i < 4; ++i) {
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+        kernel_plan p, q;
+        assert_int_equal(gen_plan(g, &s, "sm_90", "side_start=2", &p), ATTNBWD_OK);
+        assert_int_equal(gen_plan(g, &s, "sm_90", "side_start=0", &q), ATTNBWD_OK);
+        check_lanes(&p);
+        const int transposed = strstr(p.launches[0].name, "_transpose") != NULL && p.launches[0].lane == 0;
+        assert_int_equal(transposed, i < 3);
+        assert_int_equal(p.n_launches, q.n_launches);
+        int waits_p = 0, waits_q = 0; /* launches that wait on another lane's signal */
+        for (int l = 0; l < p.n_launches; ++l) waits_p += p.launches[l].n_waits, waits_q += q.launches[l].n_waits;
+        assert_int_equal(waits_p, waits_q + (transposed ? 2 : 0));
+        kernel_plan_free(&p);
+        kernel_plan_free(&q);
+    }
+    gen_close(g);
+}
+
 /* pair_dsm=1 (given as tiles: not among the candidates until it has run on
  * a GPU): the pair launch's split products clustered (check_tma_pair), at
  * least one of them where the plan splits, and no reduce launch for them. */
@@ -1281,6 +1315,7 @@ int main(void) {
         cmocka_unit_test(gq_tma_plans),
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(ga_rowdot_plans),
+        cmocka_unit_test(side_start2_plans),
         cmocka_unit_test(pair_dsm_plans),
         cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
