@@ -50,10 +50,9 @@
 // D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] (T = ROWDOT_T, M = B*T
 // rows, N = 1024 columns, 16 heads of 64) made from the block's accumulators,
 // so no rowdot launch reads gA back. The TMA warp brings the tile's
-// attention_output (map_o: 128-row boxes of 32 columns, swizzled) into L2
-// once the stages are first filled, and into shared memory once its k tiles
-// are asked for: head 0 into a region of its own, heads 1.. into the stages
-// of the last k tiles as the consumers give them back. Each thread
+// attention_output (map_o: 128-row boxes of 32 columns, swizzled) once its
+// k tiles are asked for: head 0 into a region of its own, heads 1.. into the
+// stages of the last k tiles as the consumers give them back. Each thread
 // adds its 16 products of a row and head in the order of tc::store_head_dot's
 // shuffle tree (its lanes' column pairs are a thread's 8 here, times the
 // quad's 4): the same bits as the rowdot kernel's.
@@ -211,9 +210,6 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             tma_load_2d(Bs, map_b, &full[s], k0, n0);
             if constexpr (TA) tma_load_2d(raw + (j % RAW) * A_TILE, map_a, &full[s], m0, k0);
             else tma_load_2d(As, map_a, &full[s], k0, m0);
-            if constexpr (ROWDOT) // the tile's attention_output into L2 once the stages are first filled
-                if (j == STAGES - 1)
-                    for (int b = 0; b < 2 * HEADS; ++b) tma_prefetch_2d(map_o, n0 + 32 * b, m0);
         }
         if constexpr (ROWDOT) {
             // Head h > 0 into the stage of "k tile" ktiles + h - 1, whose last

@@ -71,11 +71,4 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const tma_map *map, unsig
                  : "memory");
 }
 
-// The same box fetched into L2 only (no barrier, no shared memory): a later
-// tma_load_2d of it then waits on L2, not on DRAM.
-__device__ __forceinline__ void tma_prefetch_2d(const tma_map *map, int c0, int c1) {
-    asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];" ::"l"(map), "r"(c0), "r"(c1)
-                 : "memory");
-}
-
 } // namespace tc

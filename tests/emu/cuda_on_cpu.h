@@ -190,8 +190,6 @@ inline void tma_load_2d(void *dst, const tma_map *m, unsigned long long *b, int 
     auto &x = emu::bars.at(b);
     x.tx -= (long long)m->box_rows * m->box_cols * 4; emu::complete_if(x);
 }
-// A box fetched into L2 ahead of its load: nothing to model (memory is one level here).
-inline void tma_prefetch_2d(const tma_map *, int, int) {}
 inline void fence_async_shared() {}
 // wgmma.fence / commit_group / wait_group are .sync.aligned: every lane of the
 // warp reaches one before any goes on (so lane 0's arrivals after a wait
