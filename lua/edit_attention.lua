@@ -156,6 +156,10 @@ function M.heuristic(shape, arch)
   -- ga_rowdot=1: gA, where TMA-fed and unsplit, makes the attention pass's
   -- row dots from its accumulators (attention_output brought by its TMA warp),
   -- so no rowdot launch reads gA back on the chain (the same bits of D).
+  -- Measured (2026-12-05, two A/Bs of the 16): 415.3 and 413.0 us against
+  -- 419.7 and 417.1; -1 to -4% on seven of the nine workloads it changes,
+  -- level on two; gA alone 5-10% longer (an L2 prefetch of attention_output
+  -- at the start did not shorten it).
   t.ga_rowdot = 1
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.

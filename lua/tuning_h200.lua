@@ -34,8 +34,7 @@ return {
     -- noise, on the same two workloads in both sweeps and in the eleventh
     -- session's A/B: B=4,T=288 188.4 / 199.7 / 193.5 us against 197.5 / 211.0 /
     -- 197.2, B=2,T=449 196.4 / 196.5 / 199.8 against 204.7 / 204.4 / 204.6.
-    -- (Twenty-second session: with side_start=2 as well, below.)
-    ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0 side_start=2",
+    ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0",
     -- Fourteenth session, with the call replayed from a CUDA graph: the side
     -- lanes after gA (side_start=1) won on these in three A/B runs (four
     -- serpentine rounds each, us, against the default): B=1,T=373 102.0 /
@@ -59,8 +58,7 @@ return {
     -- (Fifteenth session: B=64,T=128 with two key blocks a block of the
     -- attention pass too, att_kb=2: 699.2 against 715.6 us in the A/B, its pass
     -- alone 110 against 124 us.)
-    -- (Twenty-second session: side_start=2 in place of 1, below.)
-    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=2 pair=1 att_kb=2",
+    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2",
     ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1",
     -- The pair's k and v parts beside gQ (pair_kv=1): B=16,T=176 310.5 against
     -- 324.1 us, B=2,T=352 134.8 against 141.7 in the A/B; slower or level on
@@ -71,12 +69,11 @@ return {
     -- transposed B (side_start=2), where lane 0 starts with that transpose:
     -- in the timeline of B=2,T=768 the side lanes' transposes made it take
     -- 14.5 us (5 alone) and grad_out_weight took the SMs before gA, which
-    -- ran 51.7 us (24 alone). A/B of the 16 (us, against the entries
-    -- before): B=2,T=768 280.4 against 287.8 (and 281.0 against 287.9 with
-    -- ga_tma=1 in a second run), B=4,T=288 177.0 against 183.2, B=32,T=293
-    -- 996.2 against 1014.8, B=64,T=128 684.5 against 694.6 (side_start=1);
-    -- slower at B=4,T=640 (+2.7%) and B=64,T=256 (+1.3%), level elsewhere.
+    -- ran 51.7 us (24 alone). There, in two A/B runs: 280.4 against 287.8 us,
+    -- and (both with ga_tma=1) 281.0 against 290.7. (B=4,T=288 -3.4%,
+    -- B=32,T=293 -1.8%, B=64,T=128 -1.5% against its side_start=1 in one run
+    -- only, within what runs differ by, or not repeated: no entries until a
+    -- second run says the same.)
     ["edit_attention_bwd B=2 H=16 T=768 dropout=1 precision=0"] = "side_start=2",
-    ["edit_attention_bwd B=32 H=16 T=293 dropout=1 precision=0"] = "side_start=2",
   },
 }
