@@ -87,7 +87,7 @@ static const tensor_desc out_desc[NOUT] = {
     T_(grad_within_edit_bias, SZ_HEADS), T_(grad_cross_edit_bias, SZ_HEADS),
 };
 #undef T_
-enum { OUT_GRAD_HIDDEN = 0, OUT_QKV_WEIGHT = 1, OUT_OUT_WEIGHT = 3, OUT_EDIT_REGION_BIAS = 5 };
+enum { OUT_EDIT_REGION_BIAS = 5 };
 
 /* Short labels for the per-output relative errors in a 256-byte message. */
 static const char *const out_short[NOUT] = {"hs", "qw", "qb", "ow", "ob", "rb", "wb", "cb"};
@@ -313,14 +313,6 @@ cleanup:
     return st;
 }
 
-/* The outputs whose sums a kernel's tiles leave in no fixed order, as a bit
- * set of output indices: with splitk_red=1 or 2, the split products' (float
- * atomics; which products are split depends on the shape, so all three). */
-static unsigned unordered_outputs(const attnbwd_kernel *k) {
-    return !strstr(k->plan.tiles, "splitk_red=0")
-               ? 1u << OUT_GRAD_HIDDEN | 1u << OUT_QKV_WEIGHT | 1u << OUT_OUT_WEIGHT
-               : 0u;
-}
 
 /* Whether y is x up to the order of a float sum: finite, and within 1e-5
  * of the output's largest |x|, big (a few roundings of the partial sums; a
@@ -356,7 +348,7 @@ cleanup:
 /* The plan again against what its lanes wrote, outputs and workspace
  * poisoned before each: in plan order on one stream, captured into a CUDA
  * graph (global capture mode, as PyTorch's) and replayed, and twice from the
- * kernel's own graph of the call. Every sum but those of
+ * kernel's own graph of the call. Every sum but those of the plan's
  * unordered_outputs runs in a fixed order, so all must agree bit for bit
  * (those up to their order: same_sum); a difference means
  * the lanes let a kernel read what another had not finished writing, or the
@@ -369,7 +361,7 @@ static attnbwd_status compare_reruns(attnbwd_kernel *k, const suite_case *c, con
     cudaGraph_t graph = NULL;
     cudaGraphExec_t exec = NULL;
     size_t max_n = 0;
-    const unsigned loose = unordered_outputs(k);
+    const unsigned loose = k->plan.unordered_outputs; /* the plan's: sums by atomics */
     *same = 1;
     for (int i = 0; i < NOUT; i++) {
         const size_t n = sz_elems(out_desc[i].size, c->shape.batch, c->shape.seq_len);

@@ -51,6 +51,8 @@ typedef struct kernel_plan {
                                           (the plan's lane_priority; by default lane 0 the greatest, the rest the least;
                                           lane 0 at -1: the caller's stream) */
     size_t workspace_bytes;
+    unsigned unordered_outputs; /* bit i: output i (problem 2's order) is a float sum in no fixed order (atomics),
+                                   its last bits free to differ between runs; 0 for every output bit for bit */
 } kernel_plan;
 
 typedef struct gen_state gen_state;

@@ -250,6 +250,12 @@ static attnbwd_status read_launches(lua_State *L, int t, kernel_plan *p) {
     if (s == ATTNBWD_OK && (!isnum || ws < 0))
         s = err_set(ATTNBWD_ERR_LUA, "Lua: a plan with launches needs workspace_bytes >= 0");
     p->workspace_bytes = s == ATTNBWD_OK ? (size_t)ws : 0;
+    lua_getfield(L, t, "unordered_outputs"); /* absent: every output bit for bit */
+    lua_Integer uo = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isnum);
+    lua_pop(L, 1);
+    if (s == ATTNBWD_OK && (!isnum || uo < 0 || uo > 255))
+        s = err_set(ATTNBWD_ERR_LUA, "Lua: unordered_outputs must be a bit set of the 8 outputs");
+    p->unordered_outputs = s == ATTNBWD_OK ? (unsigned)uo : 0;
     return s;
 }
 

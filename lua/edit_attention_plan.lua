@@ -593,6 +593,17 @@ local function plan_fused(shape, t, arch)
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
   if any_wg then plan.compile_arch = (arch or "sm_90") .. "a" end
+  -- The outputs (bits by the spec's order) that come out of float sums in
+  -- no fixed order, whose last bits may differ between runs: the products
+  -- whose K slices are added by atomics (splitk_red); with gs_store=0, gQ
+  -- added into grad_qkv (so grad_hidden_states, grad_qkv_weight and
+  -- grad_qkv_bias) and gS into grad_edit_region_bias.
+  local unordered = 0
+  for _, x in ipairs { { ghid, 0 }, { gqw, 1 }, { gow, 3 } } do
+    if adds_slices(x[1]) then unordered = unordered | 1 << x[2] end
+  end
+  if t.gs_store == 0 then unordered = unordered | 1 << 0 | 1 << 1 | 1 << 2 | 1 << 5 end
+  plan.unordered_outputs = unordered
   return plan
 end
 

@@ -1078,6 +1078,41 @@ static void ga_rowdot_plans(void **state) {
     gen_close(g);
 }
 
+/* The outputs a plan says come out of sums in no fixed order (check's reruns
+ * compare those up to the order): exactly the outputs of the TMA-fed
+ * products that add their K slices by atomics (splitk_red; output 0
+ * grad_hidden_states, 1 grad_qkv_weight, 3 grad_out_weight), and with
+ * gs_store=0 also those gQ's atomics reach (0, 1, 2) and
+ * grad_edit_region_bias (5); none by default. */
+static void unordered_outputs_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 373}, {64, 128}, {8, 200}, {4, 640}};
+    const char *tiles[] = {"", "splitk_red=1", "splitk_red=1 pair=0", "gs_store=0"};
+    const char *names[] = {"_grad_hidden", "_grad_qkv_weight", "_grad_out_weight"};
+    const unsigned bits[] = {0, 1, 3};
+    int some = 0;
+    for (size_t i = 0; i < 4; ++i)
+        for (size_t v = 0; v < 4; ++v) {
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+            kernel_plan p;
+            assert_int_equal(gen_plan(g, &s, "sm_90", tiles[v], &p), ATTNBWD_OK);
+            unsigned want = strstr(p.tiles, "gs_store=0") ? 1u << 0 | 1u << 1 | 1u << 2 | 1u << 5 : 0u;
+            for (int l = 0; l < p.n_launches; ++l) {
+                const plan_launch *x = &p.launches[l];
+                if (strncmp(x->args[0], "tmap:", 5) || ends_with(x->name, "_reduce")) continue;
+                for (int k = 0; k < 3; ++k)
+                    if (strstr(x->name, names[k]) && view_product(&p, x, names[k]).red) want |= 1u << bits[k];
+            }
+            assert_int_equal(p.unordered_outputs, want);
+            if (!*tiles[v]) assert_int_equal(p.unordered_outputs, 0);
+            some += p.unordered_outputs != 0 && p.unordered_outputs != 0x27u;
+            kernel_plan_free(&p);
+        }
+    assert_true(some >= 2); /* splitk_red made some (not all three everywhere) */
+    gen_close(g);
+}
+
 /* side_start=2: where gA's B is transposed first on lane 0 (wgmma gA), the
  * side lanes wait for that transpose (check_lanes); where gA reads
  * out_weight as it is (mma.sync at small B*T), the plan is side_start=0's. */
@@ -1316,6 +1351,7 @@ int main(void) {
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(ga_rowdot_plans),
         cmocka_unit_test(side_start2_plans),
+        cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(pair_dsm_plans),
         cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
