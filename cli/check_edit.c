@@ -313,7 +313,6 @@ cleanup:
     return st;
 }
 
-
 /* Whether y is x up to the order of a float sum: finite, and within 1e-5
  * of the output's largest |x|, big (a few roundings of the partial sums; a
  * race leaves the poison's NaN or a missing part, far larger). */
