@@ -268,10 +268,12 @@ local function plan_fused(shape, t, arch)
   end
   -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
   -- rounded (templates/transpose.cu); nothing for an mma.sync product.
+  -- Whether it launched one: B is transposed for wgmma only, and not where read as it lies.
   local function transpose_b(g)
-    if not g.choice.wg or g.b_direct then return end
+    if not g.choice.wg or g.b_direct then return false end
     p.kernel("transpose", { ceil_div(g.kp, 64), ceil_div(g.n, 64), 1 },
              { bind(g.b), wsp("tB_" .. g.name), "i64:" .. g.k, "i32:" .. g.n, "i64:" .. g.kp })
+    return true
   end
   -- A product whose A's column sums are a bias gradient makes them itself
   -- (gemm_bias: TMA-fed TA products, templates/gemm_tma.cu), one row of sums
@@ -415,11 +417,10 @@ local function plan_fused(shape, t, arch)
   -- of these kernels fill a fraction of the GPU on small shapes; side by side
   -- they fill it together. Launches are issued in the order the chain needs.
   local gattn, gow, ghid, gqw = products[1], products[2], products[3], products[4]
-  transpose_b(gattn)
   -- side_start=2: the side lanes start once gA's B (out_weight) is
   -- transposed, lane 0's first launch: it then has the GPU to itself, and gA
   -- follows it before the side lanes' products (else as side_start=0).
-  local after_ga_b = t.side_start == 2 and gattn.choice.wg and not gattn.b_direct
+  local after_ga_b = transpose_b(gattn) and t.side_start == 2
   if after_ga_b then p.signal("ga_b") end
   gemm(gattn)
   -- side_start=1: the side lanes start once gA (and its reduce) is done, so
