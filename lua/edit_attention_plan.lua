@@ -258,6 +258,7 @@ local function plan_fused(shape, t, arch)
   for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
   if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
   p.render("tc_common.cu", {})
+  if t.gs_store == 1 then p.render("bias_rows.cu", {}) end
   p.render("gemm_tc.cu", {})
   if any_wg then
     p.render("gemm_wg.cu", {})
@@ -622,6 +623,7 @@ local function plan_sequence(shape, t, arch)
 
   if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
   p.render("tc_common.cu", {})
+  p.render("bias_rows.cu", {})
   p.render("gemm_common.cu", {})
   local function gemm(name, g)
     p.render("gemm_kernel.cu", {

@@ -29,11 +29,11 @@ typedef tc::gs_elem<kHalf>::t gs_t;
 // A row is kCT threads (whole warps), each four adjacent columns as one
 // 16-byte store, and a block kRows rows, so that small T still fills its
 // threads; each thread then sums its columns over the batch in order, eight
-// batch rows' loads in flight at a time: the kernel is a stream of gS, bound
-// by how many loads are in flight. Grid (ceil(rows / kRows), 16).
+// batch rows' loads in flight at a time (tc::bias_column_sums,
+// templates/bias_rows.cu): the kernel is a stream of gS, bound by how many
+// loads are in flight. Grid (ceil(rows / kRows), 16).
 namespace ea {
-constexpr bool kVec = kLd % 4 == 0; // gS rows 16-byte aligned
-constexpr int kCT = ((int)(kT + 3) / 4 + 31) / 32 * 32, kRows = 256 / kCT, kUnroll = 8;
+constexpr int kCT = tc::bias_row_threads(kT), kRows = 256 / kCT, kUnroll = 8;
 static_assert(kCT <= 256 && kCT % 32 == 0, "a row is whole warps of a block");
 } // namespace ea
 extern "C" __global__ void __launch_bounds__(256)
@@ -50,46 +50,9 @@ extern "C" __global__ void __launch_bounds__(256)
     float s[4] = {0.f, 0.f, 0.f, 0.f}, within = 0.f, cross = 0.f;
     if (mine && i < kT && j < kT) {
         const gs_t *src = kInPlace ? reinterpret_cast<const gs_t *>(grad_edit_region_bias) : gs;
-        const gs_t *col = src + (h * kGsRows + i) * kLd + j; // + b * 16 * kGsRows * kLd
-        for (long long b0 = 0; b0 < kB; b0 += kUnroll) {
-            float v[kUnroll][4], mi[kUnroll];
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                const long long b = b0 + u;
-                if (b >= kB) break;
-                const gs_t *row = col + b * kHeads * kGsRows * kLd;
-                if constexpr (kHalf) {
-                    const float inv = gsinv[(b * kHeads + h) * kNJ + j / 64];
-                    if constexpr (kVec) {
-                        const float4 x = tc::f16x4_to_float4(*reinterpret_cast<const uint2 *>(row), inv);
-                        v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
-                    } else {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) v[u][e] = j + e < kT ? inv * tc::from_f16(row[e]) : 0.f;
-                    }
-                } else if constexpr (kVec) {
-                    const float4 x = *reinterpret_cast<const float4 *>(row);
-                    v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;
-                } else {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) v[u][e] = j + e < kT ? row[e] : 0.f;
-                }
-                mi[u] = edit_region_mask[b * kT + i];
-            }
-#pragma unroll
-            for (int u = 0; u < kUnroll; ++u) {
-                const long long b = b0 + u;
-                if (b >= kB) break;
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    if (j + e >= kT) break;
-                    const float mj = edit_region_mask[b * kT + j + e];
-                    s[e] += v[u][e];
-                    within = fmaf(v[u][e], mi[u] * mj, within);
-                    cross = fmaf(v[u][e], mi[u] * (1.f - mj) + (1.f - mi[u]) * mj, cross);
-                }
-            }
-        }
+        tc::bias_column_sums<kB, kT, kLd, kGsRows, kHalf, false, kUnroll>(src + (h * kGsRows + i) * kLd + j,
+                                                                          edit_region_mask, gsinv, h, i, j, s, within,
+                                                                          cross);
     }
     if (mine) { // the whole row: the sums, then zeros up to 1024 columns
         float *out = grad_edit_region_bias + (h * kPos + i) * kPos;
