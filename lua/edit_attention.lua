@@ -161,6 +161,12 @@ function M.heuristic(shape, arch)
   -- level on two; gA alone 5-10% longer (an L2 prefetch of attention_output
   -- at the start did not shorten it).
   t.ga_rowdot = 1
+  -- gh_bias=1: the edit-bias sums made by grad_hidden's idle producer warps
+  -- beside its tiles (where it runs alone, TMA-fed, A as stored) instead of
+  -- by bias_grads after the pass (the same bits). Built without a GPU: off
+  -- until measured (docs/benchmarks.md, twenty-third session, says what it
+  -- is expected to do).
+  t.gh_bias = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -223,6 +229,8 @@ local CHOICES = {
                         .. "wg_gq=1 and gS is fp32" },
   { "ga_rowdot", { 0, 1 }, "the row dots of the attention pass by a launch of their own after gA, or by gA's "
                            .. "blocks where it is TMA-fed and unsplit" },
+  { "gh_bias", { 0, 1 }, "the edit-bias sums by a launch of their own after the attention pass, or by "
+                         .. "grad_hidden's producer warps beside its tiles where it runs alone, TMA-fed, A as stored" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },
@@ -399,6 +407,9 @@ function M.candidates(shape)
     t.splitk_red = red
     add(t)
   end
+  local ghb = M.heuristic(shape) -- the bias sums by grad_hidden's producer warps (where it runs alone)
+  ghb.gh_bias = 1 - ghb.gh_bias
+  if ghb.pair == 0 then add(ghb) end
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

@@ -246,6 +246,22 @@ local function plan_fused(shape, t, arch)
     return t.ga_rowdot == 1 and g.rowdot and g.choice.tma == true and g.choice.splits == 1 and not g.ta and
            not g.c_t and not gs_half and tma_smem(g.choice.config, g.ta, true) <= smem_limit(arch)
   end
+  -- gh_bias=1: the edit-bias sums by grad_hidden's producer warps, which
+  -- have nothing else to do where A goes to the tensor cores as stored
+  -- (templates/bias_rows.cu's bias_side, gemm_tma.cu's SIDE), beside its
+  -- tiles: no bias_grads launch after the pass. grad_hidden alone (not
+  -- paired), TMA-fed, its slices not added by atomics; gS fp32 in the
+  -- workspace; rows past T written by bias_zero_rows (or none: T = 1024).
+  local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
+  local ghid = products[3]
+  local gh_bias = t.gh_bias == 1 and not pair and ghid.choice.tma == true and t.gh_trunc == 1 and
+                  t.gs_store == 1 and not gs_half and not gs_direct and not adds_slices(ghid) and
+                  (zero_early or T == POS) and tma_smem(ghid.choice.config, false, false, true) <= smem_limit(arch)
+  local bias_warps = ceil_div(ceil_div(T, 4), 32) -- bias_grads' warps a row: gh_bias's items a row
+  if gh_bias then
+    p.reserve("biaswarp", H * T * bias_warps * 2) -- the items' within/cross sums
+    p.reserve("biasq", 4) -- the items' queue: the next item, the blocks started
+  end
   for _, g in ipairs(products) do
     if apart(g) then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
     if g.choice.wg and not g.b_direct then p.reserve("tB_" .. g.name, g.n * g.kp) end
@@ -337,7 +353,13 @@ local function plan_fused(shape, t, arch)
       local values, args
       values, args, sums = tma_product(g)
       values.NAME, values.COMMENT = kname, g.comment .. (g.b_direct and "" or "; B transposed")
-      if makes_rowdots(g) then -- attention_output's 128-row boxes of 32 columns, swizzled
+      if g.bias_side then -- gh_bias: the edit-bias sums by its producer warps
+        values.B, values.T, values.GS_LD = B, T, gs_ld
+        p.render("gemm_tma_bias_kernel.cu", values)
+        p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", gs, "in:edit_region_mask",
+                                 "out:grad_edit_region_bias", wsp("biaswarp"), wsp("biasq") },
+                 { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, false, true))
+      elseif makes_rowdots(g) then -- attention_output's 128-row boxes of 32 columns, swizzled
         values.T = T
         p.render("gemm_tma_rowdot_kernel.cu", values)
         p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one",
@@ -417,7 +439,8 @@ local function plan_fused(shape, t, arch)
   -- sums, grad_qkv_weight, grad_qkv_bias) beside the rest of the chain. Most
   -- of these kernels fill a fraction of the GPU on small shapes; side by side
   -- they fill it together. Launches are issued in the order the chain needs.
-  local gattn, gow, ghid, gqw = products[1], products[2], products[3], products[4]
+  local gattn, gow, gqw = products[1], products[2], products[4]
+  ghid.bias_side = gh_bias
   -- side_start=2: the side lanes start once gA's B (out_weight) is
   -- transposed, lane 0's first launch: it then has the GPU to itself, and gA
   -- follows it before the side lanes' products (else as side_start=0).
@@ -446,11 +469,13 @@ local function plan_fused(shape, t, arch)
   transpose_b(gqw)
   zero_output(gqw)
   if pair then p.signal("gqw_b") end
-  local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
+  if gh_bias then -- its queue of items, for grad_hidden (which waits for bias_zero)
+    p.kernel("zero", { 1, 1, 1 }, { wsp("biasq"), "i64:1", "i32:4", "i64:4" })
+  end
   if zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
-    p.signal("bias_zero")
   end
+  if zero_early or gh_bias then p.signal("bias_zero") end
   p.on(0)
   if gattn.choice.splits == 1 and not makes_rowdots(gattn) then -- else gA or its reduce made them
     p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
@@ -489,10 +514,12 @@ local function plan_fused(shape, t, arch)
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
     p.signal("grad_qkv")
   else
-    p.on(1)
-    p.wait("attention")
-    if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
-    p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
+    if not gh_bias then
+      p.on(1)
+      p.wait("attention")
+      if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
+      p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
+    end
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
     local kname = p.prefix .. "_grad_query"
@@ -571,7 +598,11 @@ local function plan_fused(shape, t, arch)
     if not gemm(gqw) then qkv_bias_pass() end
     p.on(0)
     if ghid.choice.wg then p.wait("ghid_b") end
+    if gh_bias then p.wait("bias_zero") end -- its queue zeroed, the rows past T written
     gemm(ghid)
+    if gh_bias then -- the items' sums, a row's in order, then the rows'
+      p.kernel("bias_final", { H, 1, 1 }, { wsp("biaswarp"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    end
   end
 
   -- Two attention blocks per SM where two fit (each also holds 1 KiB the
@@ -590,7 +621,7 @@ local function plan_fused(shape, t, arch)
   end
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0,
-                                        IN_PLACE = gs_direct and 1 or 0 })
+                                        IN_PLACE = gs_direct and 1 or 0, WARP_PARTS = gh_bias and 1 or 0 })
   end
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
@@ -669,7 +700,8 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
   p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0 })
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0,
+                                      WARP_PARTS = 0 })
   p.render("grad_scores.cu", { PREFIX = p.prefix })
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
   return p.finish(arch, 4)

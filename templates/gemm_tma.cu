@@ -57,6 +57,14 @@
 // shuffle tree (its lanes' column pairs are a thread's 8 here, times the
 // quad's 4): the same bits as the rowdot kernel's.
 //
+// SIDE (tile gh_bias=1; A_TRUNC, nothing else for the producer's warps to
+// do): work of the call's that needs no tensor cores, done by the producer's
+// three other warps while the consumers make the tile (tc::bias_side: the
+// edit-bias sums), side(warp, lane, gemm_done), gemm_done set as the
+// consumers reach the tile's last four k tiles, so that the side work's last
+// item ends about when the tile does. The consumers then wait on `full` itself
+// (A as stored, B rounded by the transpose: nothing to make ready).
+//
 // CLUSTER > 1: the tile's CLUSTER K slices are the blocks of one cluster, the
 // slice its rank. Each parks its accumulators in its shared memory (the stages
 // are free once the block's last wgmma is complete); then rank r adds rows
@@ -116,6 +124,12 @@ __device__ __forceinline__ void cluster_add_store(const float (&acc)[BN / 2], fl
     cluster_sync(); // the others have read this block's tile: it may go
 }
 
+// The SIDE of a product with no side work.
+struct no_side {
+    static constexpr bool active = false;
+    __device__ __forceinline__ void operator()(int, int, const int *) const {}
+};
+
 // Threads: the producer warpgroup (0..127), then BM/64 consumer warpgroups:
 // gemm_tma_threads(BM). The producer's first warp asks the TMA for the tiles
 // (its first lane), as far ahead as the stages (and TA's RAW raw tiles)
@@ -141,10 +155,11 @@ template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile,
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
-          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0>
+          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0, class SIDE = no_side>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by,
-                                         const tma_map *map_o = nullptr, float *__restrict__ rowdot = nullptr) {
+                                         const tma_map *map_o = nullptr, float *__restrict__ rowdot = nullptr,
+                                         const SIDE &side = SIDE()) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
     constexpr bool ROWDOT = ROWDOT_T > 0;
     constexpr int HEADS = ROWDOT ? BN / 64 : 0, HEAD_TILE = BM * 64; // attention_output a head: two boxes
@@ -162,6 +177,8 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                   "the parked tile fits in the stages; C as stored");
     static_assert(CLUSTER == 1 || IN_CLUSTER, "K slices added across a cluster are a cluster launch's");
     static_assert(!RED || (CLUSTER == 1 && !C_T), "K slices added by atomics: not in a cluster, C as stored");
+    static_assert(!SIDE::active || (A_TRUNC && !B_ROUND && !COLSUM && !ROWDOT && CLUSTER == 1),
+                  "side work: the producer's warps have none of their own");
     // The same address either way: the blocks of a launch in clusters
     // (IN_CLUSTER) through smem_1k (where tests/emu gives each block its own
     // memory); the others as computed here (ptxas schedules smem_1k's form
@@ -179,6 +196,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     unsigned long long *full = reinterpret_cast<unsigned long long *>(head0 + (ROWDOT ? HEAD_TILE : 0));
     unsigned long long *ready = full + STAGES, *empty = ready + STAGES, *raw_free = empty + STAGES;
     unsigned long long *head_full = raw_free + RAW; // ROWDOT: one a head
+    int *gemm_done = reinterpret_cast<int *>(head_full + HEADS); // SIDE: the tile's last k tiles are reached
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {
@@ -189,6 +207,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         }
         for (int r = 0; r < RAW; ++r) mbar_init(&raw_free[r], TMA_PREP_THREADS);
         for (int h = 0; h < HEADS; ++h) mbar_init(&head_full[h], 1);
+        if constexpr (SIDE::active) *gemm_done = 0;
         mbar_init_fence();
     }
     __syncthreads();
@@ -228,7 +247,11 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         }
         return;
     }
-    if (wg == 0) { // the rest of the producer: A made ready for the tensor cores
+    if (wg == 0) { // the rest of the producer: A made ready for the tensor cores, or SIDE's work
+        if constexpr (SIDE::active) {
+            side(tid / 32 - 1, tid % 32, gemm_done);
+            return;
+        }
         const int p = tid - 32;
         // Chunk i = p + 96 j is column m = i % BM: for BM = 128 thread p meets
         // the four columns (p + 96 j) % 128, j % 4, so four sums (COLSUM).
@@ -298,7 +321,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     for (int kt = 0; kt < ktiles; ++kt) {
         const int s = kt % STAGES;
-        mbar_wait(&ready[s], (kt / STAGES) & 1);
+        mbar_wait(SIDE::active ? &full[s] : &ready[s], (kt / STAGES) & 1);
+        // SIDE: its warps take no more work from here (a few k tiles' time, about one item's).
+        if (SIDE::active && threadIdx.x == 128 && kt == (ktiles > 4 ? ktiles - 4 : 0))
+            *reinterpret_cast<volatile int *>(gemm_done) = 1;
         const float *Bs = smem + s * STAGE, *As = Bs + B_TILE + w * 64 * 32;
         wg_fence();
 #pragma unroll

@@ -9,12 +9,14 @@
 // tests/CMakeLists.txt renders: one and two consumer warpgroups, gS rounded
 // by the kernel or not, T = 1, 17, 129, 200, blocks that walk several tiles
 // (reusing stages and k's slots across tiles); and gS in heads of more rows
-// than T, as gs_direct's.
+// than T, as gs_direct's. And grad_hidden's product with the edit-bias sums
+// as its producer warps' side work (templates/bias_rows.cu, tile gh_bias=1).
 #include "cuda_on_cpu.h"
 
 #include <cmath>
 
 #include "gemm_tma.cu"
+#include "bias_rows.cu"
 
 #include "emu_pair_1.inc" // tests/CMakeLists.txt renders them from templates/gemm_tma_pair_kernel.cu
 #include "emu_pair_2.inc"
@@ -170,6 +172,80 @@ template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot
     return ok;
 }
 
+// grad_hidden with the edit-bias sums as its producer warps' side work
+// (tile gh_bias=1: tc::bias_side): C = A @ B^T (A as stored, A_TRUNC) against
+// the product; from gS [B, 16, T, LD] (padding NaN, never read) and a 0/1
+// mask, grad_edit_region_bias's rows < T (every column: zeros past T) and each
+// row's warps' within/cross sums bit for bit against bias_grads' order (a
+// thread's batch rows in order, its warp's shuffle tree); rows past T left
+// as they were (NaN); every item taken, every block counted.
+template <int BN, long long M, long long N, long long K, long long B, long long T> bool bias_side_case() {
+    constexpr int BM = 128, STAGES = 4;
+    constexpr long long LD = (T + 3) / 4 * 4, POS = 1024;
+    constexpr int NW = tc::bias_row_threads(T) / 32, BLOCKS = (int)((N / BN) * ((M + BM - 1) / BM));
+    static_assert(N % BN == 0, "whole column tiles");
+    product p(M, N, K, false, BN, K);
+    std::vector<float> gs(B * 16 * T * LD), mask(B * T), bias(16 * POS * POS, NAN), parts(16 * T * NW * 2, NAN);
+    for (long long r = 0; r < B * 16 * T; ++r)
+        for (long long j = 0; j < LD; ++j) gs[r * LD + j] = j < T ? (float)uniform_pm1() : NAN;
+    for (auto &m : mask) m = uniform_pm1() > 0 ? 1.f : 0.f;
+    int queue[2] = {0, 0};
+    const tc::bias_side<B, T, LD, BLOCKS> side{gs.data(), mask.data(), bias.data(), parts.data(), queue};
+    constexpr int gx = (int)(N / BN);
+    emu_launch((unsigned)BLOCKS, tc::gemm_tma_threads(BM), [&] {
+        const int id = (int)blockIdx.x;
+        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, true, false, false, 1, false, false, 0>(
+            &p.ma, &p.mb, p.C.data(), N, 1.f, 0, nullptr, id % gx, id / gx, nullptr, nullptr, side);
+    });
+    double worst, refmax;
+    p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, worst, refmax);
+    long long unequal = 0, untouched = 0;
+    for (long long h = 0; h < 16; ++h)
+        for (long long i = 0; i < POS; ++i) {
+            const float *out = &bias[(h * POS + i) * POS];
+            if (i >= T) { // not the side work's
+                for (long long c = 0; c < POS; ++c) untouched += std::isnan(out[c]);
+                continue;
+            }
+            for (int x = 0; x < NW; ++x) {
+                float w[32], c[32];
+                for (int l = 0; l < 32; ++l) {
+                    const long long j = 4 * (32 * x + l);
+                    float s[4] = {0.f, 0.f, 0.f, 0.f};
+                    w[l] = 0.f, c[l] = 0.f;
+                    for (long long b = 0; b < B && j < T; ++b) {
+                        const float mi = mask[b * T + i];
+                        for (long long e = 0; e < 4 && j + e < T; ++e) {
+                            const float v = gs[((b * 16 + h) * T + i) * LD + j + e], mj = mask[b * T + j + e];
+                            s[e] += v;
+                            w[l] = fmaf(v, mi * mj, w[l]);
+                            c[l] = fmaf(v, mi * (1.f - mj) + (1.f - mi) * mj, c[l]);
+                        }
+                    }
+                    for (int e = 0; e < 4; ++e) unequal += __float_as_uint(s[e]) != __float_as_uint(out[j + e]);
+                }
+                for (int o = 16; o > 0; o >>= 1) {
+                    float nw[32], nc[32];
+                    for (int l = 0; l < 32; ++l) nw[l] = w[l] + w[l ^ o], nc[l] = c[l] + c[l ^ o];
+                    memcpy(w, nw, sizeof w);
+                    memcpy(c, nc, sizeof c);
+                }
+                const float *part = &parts[2 * ((h * T + i) * NW + x)];
+                unequal += (__float_as_uint(w[0]) != __float_as_uint(part[0])) +
+                           (__float_as_uint(c[0]) != __float_as_uint(part[1]));
+            }
+            for (long long c = 4 * 32 * NW; c < POS; ++c) unequal += out[c] != 0.f || std::signbit(out[c]);
+        }
+    const long long items = 16 * T * NW;
+    const bool ok = close_enough(worst, refmax) && unequal == 0 && untouched == (16 * (POS - T) * POS) &&
+                    queue[0] >= items && queue[1] == BLOCKS;
+    printf("%s gemm_tma SIDE (edit-bias sums) BN=%d M=%lld N=%lld K=%lld, B=%lld T=%lld: max abs err %.3g of %.3g, "
+           "%lld sums unlike bias_grads', %lld of %lld elements past T untouched, %d of %lld items taken, %d of %d "
+           "blocks counted\n", ok ? "PASS" : "FAIL", BN, M, N, K, B, T, worst, refmax, unequal, untouched,
+           16 * (POS - T) * POS, queue[0] < items ? queue[0] : (int)items, items, queue[1], BLOCKS);
+    return ok;
+}
+
 using gq_kernel = void (*)(const tc::tma_map, const tc::tma_map, float *, float);
 
 // gQ [b, h] = alpha * gS [b, h] @ k [b, h] into grad_qkv's first 1024 columns
@@ -271,6 +347,10 @@ int main() {
     // tile (M = 300); 128 x 128 tiles (two heads) with six stages and K past them, T = 1.
     failed += !rowdot_case<256, 4, 4, 75, 128>();
     failed += !rowdot_case<128, 6, 130, 1, 224>();
+    // The edit-bias sums by grad_hidden's producer warps: two warps a row (T = 130) over 9 batch rows (a partial
+    // group of eight loads), 4 blocks of 128 x 128; one warp a row (T = 37) beside 128 x 256 tiles, K past 4 stages.
+    failed += !bias_side_case<128, 200, 256, 96, 9, 130>();
+    failed += !bias_side_case<256, 130, 256, 160, 3, 37>();
     { // product 1 clustered (3 slices: 6 blocks), product 2's 4 blocks padded to 6
         product p1(200, 256, 300, false, 256, 128), p2(200, 256, 200, true, 128, 224);
         failed += !pair_case("emu_pair_1", emu_pair_1, p1, false, p2, true, 12, 3);

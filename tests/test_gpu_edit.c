@@ -13,8 +13,9 @@
  * k tiles further ahead (gq_stages), the row dots made by gA's TMA-fed
  * blocks (ga_rowdot, the default; with ga_tma=1 also 128x128 tiles, two
  * heads a tile, at odd T) and by their own launch (ga_rowdot=0), the side
- * lanes after gA's transposed B (side_start=2), a case
- * past 2^31 elements in each [B, 16, T, T] tensor, and
+ * lanes after gA's transposed B (side_start=2), the edit-bias sums made by
+ * grad_hidden's producer warps (gh_bias=1), a case past 2^31 elements in
+ * each [B, 16, T, T] tensor (also with gh_bias=1), and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -211,9 +212,17 @@ int main(void) {
     runs[n++] = tiled_run(4, 640, 0.1, 0, "ga_rowdot=0");
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     runs[n++] = tiled_run(4, 288, 0.1, MASK0, "side_start=2");
+    /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles
+     * unsplit at T = 640, split in three with a reduce at T = 129 (two warps a row, gS rows padded, key zeros),
+     * T = 1024 (no rows past T to zero first), T = 333 with B = 7 (a partial group of eight loads). */
+    runs[n++] = tiled_run(4, 640, 0.1, 0, "gh_bias=1 pair=0");
+    runs[n++] = tiled_run(8, 129, 0.25, MASK0, "gh_bias=1 pair=0");
+    runs[n++] = tiled_run(3, 1024, 0.1, 0, "gh_bias=1 pair=0");
+    runs[n++] = tiled_run(7, 333, 0.1, MASK0, "gh_bias=1 pair=0");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");
+    runs[n++] = tiled_run(129, 1021, 0.1, 0, "gh_bias=1 pair=0");
     runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, MASK0, "");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);

@@ -313,6 +313,7 @@ typedef struct product_view {
     int pair, which, clustered;      /* clustered: its K slices added across their cluster (pair_dsm=1) */
     int red;                         /* its K slices added into its output by float atomics (splitk_red>=1) */
     int rowdot;                      /* gA making the attention pass's row dots (ga_rowdot=1) */
+    int side;                        /* grad_hidden making the edit-bias sums (gh_bias=1) */
 } product_view;
 
 static int ends_with(const char *s, const char *tail) {
@@ -334,13 +335,16 @@ static int kernel_flag(const kernel_plan *p, const plan_launch *x, const char *k
 /* The view of the product named `name` (e.g. "_grad_qkv_weight") that launch x runs. */
 static product_view view_product(const kernel_plan *p, const plan_launch *x, const char *name) {
     product_view v = {0};
-    if (!is_pair(x)) { /* map_a, map_b, C, alpha, column sums; or (gA making the row dots) map_o, D */
-        assert_true(x->n_args == 5 || (x->n_args == 6 && ends_with(x->name, "_grad_attn_out")));
+    if (!is_pair(x)) { /* map_a, map_b, C, alpha, column sums; or (gA making the row dots) map_o, D; or
+                        * (grad_hidden making the edit-bias sums) gS, the mask, the bias, its items' sums, their queue */
+        v.rowdot = x->n_args == 6 && ends_with(x->name, "_grad_attn_out");
+        v.side = x->n_args == 9 && ends_with(x->name, "_grad_hidden");
+        assert_true(x->n_args == 5 || v.rowdot || v.side);
         v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->n_args == 5 ? x->args[4] : "i64:0";
-        v.rowdot = x->n_args == 6;
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
         v.cluster = 1;
-        v.red = v.rowdot ? 0 : kernel_flag(p, x, "constexpr bool RED = "); /* the row dots' kernel: never */
+        /* the row dots' and the bias sums' kernels: never */
+        v.red = v.rowdot || v.side ? 0 : kernel_flag(p, x, "constexpr bool RED = ");
         return v;
     }
     assert_int_equal(x->n_args, 9);
@@ -434,8 +438,9 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     if (v->pair) {
         /* each product's stages fit the launch's shared memory */
         assert_true(v->stages >= 4 && tma_smem(v->stages, bm, bn, ta) <= x->shared_bytes);
-    } else { /* (the row dots: a head of attention_output, bm x 64 floats, and a barrier a head beyond) */
-        const unsigned extra = v->rowdot ? bm * 64 * 4 + bn / 64 * 8 : 0;
+    } else { /* (the row dots: a head of attention_output, bm x 64 floats, and a barrier a head beyond;
+              * the bias sums: their flag) */
+        const unsigned extra = v->rowdot ? bm * 64 * 4 + bn / 64 * 8 : v->side ? 8 : 0;
         const unsigned stages = (x->shared_bytes - extra - 1024 - (ta ? 2 * bm * 32 * 4 : 0)) / ((bm + bn) * 32 * 4);
         assert_true(stages >= 4);
         assert_int_equal(x->shared_bytes, tma_smem(stages, bm, bn, ta) + extra);
@@ -627,16 +632,24 @@ static void check_bias_sums(const kernel_plan *p) {
 
 /* grad_edit_region_bias's 1024 rows of every head are written once: rows
  * past T by bias_zero_rows at the start on a side lane (zero_early=1 with
- * gs_store=1), the rest by bias_grads; else all of them by bias_grads. */
+ * gs_store=1), the rest by bias_grads, or (gh_bias=1) by grad_hidden's
+ * launch (check_gh_bias); else all of them by bias_grads. */
 static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
     if (!strstr(p->tiles, "fused=1") || !strstr(p->tiles, "gs_store=1")) return;
     const int early = strstr(p->tiles, "zero_early=1") && s->seq_len < 1024;
-    int zero = -1, grads = -1;
+    int zero = -1, grads = -1, side = -1;
     for (int i = 0; i < p->n_launches; ++i) {
         if (strstr(p->launches[i].name, "_bias_zero_rows")) zero = i;
         if (strstr(p->launches[i].name, "_bias_grads")) grads = i;
+        if (ends_with(p->launches[i].name, "_grad_hidden") && !is_pair(&p->launches[i]) && p->launches[i].n_args == 9)
+            side = i;
     }
-    assert_true(grads >= 0);
+    if ((grads >= 0) == (side >= 0)) fail_msg("%s: bias_grads %d, grad_hidden with the sums %d", p->tiles, grads, side);
+    if (side >= 0) {
+        assert_true(early || s->seq_len == 1024);
+        if (early) assert_true(zero >= 0 && zero < side);
+        return;
+    }
     /* bias_grads: rows of ct threads (T's columns in fours, whole warps), 256 / ct rows a block. */
     const unsigned rows = early ? (unsigned)s->seq_len : 1024u, ct = ((unsigned)(s->seq_len + 3) / 4 + 31) / 32 * 32;
     assert_int_equal(p->launches[grads].n_args, 6); /* ..., rows, gsinv */
@@ -1078,6 +1091,87 @@ static void ga_rowdot_plans(void **state) {
     gen_close(g);
 }
 
+/* gh_bias=1: where grad_hidden runs alone, TMA-fed, A as stored, its launch
+ * makes the edit-bias sums (templates/bias_rows.cu's bias_side): it reads the
+ * gS gQ reads, the mask, and writes grad_edit_region_bias and its items'
+ * sums, which bias_final reads after it on its lane; the items' queue is
+ * zeroed by a launch that ends before it (as do bias_zero_rows's rows), and
+ * no bias_grads launch is left. Elsewhere (paired, B = 1's gS in the output)
+ * the plan is gh_bias=0's. */
+static void gh_bias_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{32, 773}, {16, 691}, {64, 256}, {2, 1024}, {3, 17}, {1, 373}};
+    const char *tiles[][2] = {{"gh_bias=1", "gh_bias=0"}, {"gh_bias=1 pair=0", "gh_bias=0 pair=0"},
+                              {"gh_bias=1 pair=1", "gh_bias=0 pair=1"}};
+    int made = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+        for (size_t v = 0; v < 3; ++v) {
+            const int64_t B = shapes[i][0], T = shapes[i][1];
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+            kernel_plan p, q;
+            assert_int_equal(gen_plan(g, &s, "sm_90", tiles[v][0], &p), ATTNBWD_OK);
+            assert_int_equal(gen_plan(g, &s, "sm_90", tiles[v][1], &q), ATTNBWD_OK);
+            const plan_launch *gh = launch_named(&p, "_grad_hidden");
+            if (!gh || is_pair(gh) || gh->n_args != 9) { /* not here: the same launches as without it */
+                assert_int_equal(p.n_launches, q.n_launches);
+                for (int l = 0; l < p.n_launches; ++l) {
+                    assert_string_equal(p.launches[l].name, q.launches[l].name);
+                    assert_int_equal(p.launches[l].n_args, q.launches[l].n_args);
+                }
+                /* it applies wherever grad_hidden runs alone and TMA-fed, but at B = 1 (gS in the output) */
+                assert_true(!gh || is_pair(gh) || strncmp(gh->args[0], "tmap:", 5) || B == 1);
+                kernel_plan_free(&p);
+                kernel_plan_free(&q);
+                continue;
+            }
+            made++;
+            assert_null(launch_named(&p, "_bias_grads"));
+            assert_non_null(launch_named(&q, "_bias_grads"));
+            const plan_launch *gq = launch_named(&p, "_grad_query");
+            assert_non_null(gq);
+            assert_string_equal(gh->args[4], gq->args[1]); /* the gS gQ reads */
+            assert_string_equal(gh->args[5], "in:edit_region_mask");
+            assert_string_equal(gh->args[6], "out:grad_edit_region_bias");
+            assert_int_equal(strncmp(gh->args[7], "ws:", 3), 0);
+            assert_int_equal(strncmp(gh->args[8], "ws:", 3), 0);
+            const unsigned long long nw = ((unsigned long long)(T + 3) / 4 + 31) / 32;
+            assert_true(strtoull(gh->args[7] + 3, NULL, 10) + 16 * T * nw * 2 * 4 <= p.workspace_bytes);
+            /* the kernel's side work: bias_side<B, T, LD, blocks of the launch> */
+            const char *k = strstr(p.source, "tc::bias_side<");
+            assert_non_null(k);
+            long long b_, t_, ld_;
+            assert_int_equal(sscanf(k, "tc::bias_side<%lld, %lld, %lld, BLOCKS>", &b_, &t_, &ld_), 3);
+            assert_true(b_ == B && t_ == T && ld_ >= T && ld_ % 4 == 0);
+            const product_view pv = view_product(&p, gh, "_grad_hidden");
+            assert_true(pv.side && !pv.red);
+            check_tma_product(&p, gh, &pv, &s);
+            assert_non_null(strstr(p.source, "constexpr bool kWarpParts = 1;"));
+            assert_non_null(strstr(q.source, "constexpr bool kWarpParts = 0;"));
+            /* ordered: the queue's zeros (and the rows past T) before it, bias_final after it on its lane */
+            uint64_t before[64];
+            assert_true(p.n_launches <= 64);
+            happens_before(&p, before);
+            const int at = (int)(gh - p.launches);
+            int zero = -1, rows = -1, fin = -1;
+            for (int l = 0; l < p.n_launches; ++l) {
+                const plan_launch *x = &p.launches[l];
+                if (ends_with(x->name, "_zero") && !strcmp(x->args[0], gh->args[8])) zero = l;
+                if (ends_with(x->name, "_bias_zero_rows")) rows = l;
+                if (ends_with(x->name, "_bias_final")) fin = l;
+            }
+            assert_true(zero >= 0 && (before[at] >> zero & 1));
+            assert_string_equal(p.launches[zero].args[2], "i32:4");
+            assert_true(T == 1024 || (rows >= 0 && (before[at] >> rows & 1)));
+            assert_true(fin > at && p.launches[fin].lane == gh->lane && (before[fin] >> at & 1));
+            assert_string_equal(p.launches[fin].args[0], gh->args[7]);
+            kernel_plan_free(&p);
+            kernel_plan_free(&q);
+        }
+    assert_true(made >= 6);
+    gen_close(g);
+}
+
 /* The outputs a plan says come out of sums in no fixed order (check's reruns
  * compare those up to the order): exactly the outputs of the TMA-fed
  * products that add their K slices by atomics (splitk_red; output 0
@@ -1350,6 +1444,7 @@ int main(void) {
         cmocka_unit_test(gq_tma_plans),
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(ga_rowdot_plans),
+        cmocka_unit_test(gh_bias_plans),
         cmocka_unit_test(side_start2_plans),
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(pair_dsm_plans),

@@ -42,6 +42,7 @@ inline dim3e gridDim, blockDim;
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 struct alignas(8) float2 { float x, y; };
+struct alignas(8) uint2 { unsigned x, y; };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
@@ -136,6 +137,9 @@ inline float4 ld_dsmem_f4(const float *local, unsigned rank) {
     return v;
 }
 inline void pdl_enter() {}
+// fp16 gS (gs_half) is not emulated: named by templates/bias_rows.cu's fp16 branch, never called.
+float from_f16(unsigned short x);
+float4 f16x4_to_float4(uint2 h, float s);
 // red.global.add: one thread's add at a time (the emulation's threads share memory).
 inline void red_add(float *p, float x) {
     std::lock_guard<std::mutex> l(emu::mu);
@@ -266,6 +270,14 @@ inline unsigned __ballot_sync(unsigned mask, bool pred) {
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
     return __uint_as_float(emu_warp_values(mask, __float_as_uint(v))[(threadIdx.x % 32) ^ (unsigned)lane_mask]);
 }
+inline int __shfl_sync(unsigned mask, int v, int src_lane) {
+    return (int)emu_warp_values(mask, (unsigned)v)[(unsigned)src_lane % 32];
+}
+// atomicAdd on global memory (the emulation's threads share it), and the
+// loads the templates' side work makes (templates/bias_rows.cu).
+inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline float4 __ldcs(const float4 *p) { return *p; }
+inline float __ldcs(const float *p) { return *p; }
 
 // Runs f (a kernel call) on grid blocks of block threads, a cluster of
 // `cluster` consecutive blocks at a time (all of its threads together).
