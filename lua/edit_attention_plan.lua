@@ -249,13 +249,15 @@ local function plan_fused(shape, t, arch)
   -- gh_bias=1: the edit-bias sums by grad_hidden's producer warps, which
   -- have nothing else to do where A goes to the tensor cores as stored
   -- (templates/bias_rows.cu's bias_side, gemm_tma.cu's SIDE), beside its
-  -- tiles: no bias_grads launch after the pass. grad_hidden alone (not
-  -- paired), TMA-fed, its slices not added by atomics; gS fp32 in the
-  -- workspace; rows past T written by bias_zero_rows (or none: T = 1024).
+  -- tiles: no bias_grads launch after the pass. grad_hidden TMA-fed, alone
+  -- or paired in one launch (not pair_kv's two, not in clusters), its slices
+  -- not added by atomics; gS fp32 in the workspace; rows past T written by
+  -- bias_zero_rows (or none: T = 1024).
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
   local ghid = products[3]
-  local gh_bias = t.gh_bias == 1 and not pair and ghid.choice.tma == true and t.gh_trunc == 1 and
-                  t.gs_store == 1 and not gs_half and not gs_direct and not adds_slices(ghid) and
+  local gh_bias = t.gh_bias == 1 and not pair_kv and not ghid.choice.cluster and not products[4].choice.cluster and
+                  ghid.choice.tma == true and t.gh_trunc == 1 and t.gs_store == 1 and not gs_half and not gs_direct and
+                  not adds_slices(ghid) and
                   (zero_early or T == POS) and tma_smem(ghid.choice.config, false, false, true) <= smem_limit(arch)
   local bias_warps = ceil_div(ceil_div(T, 4), 32) -- bias_grads' warps a row: gh_bias's items a row
   if gh_bias then
@@ -421,10 +423,29 @@ local function plan_fused(shape, t, arch)
       values["S0" .. i], values["NS" .. i], values["Y0" .. i], values["NY" .. i] = s0, ns, y0, ny
       blocks = blocks + ceil_div(ceil_div(g.n, c.config.bn) * ny * ns, values.CLUSTER) * values.CLUSTER
     end
+    -- gh_bias: grad_hidden's blocks make the edit-bias sums (templates/bias_rows.cu's bias_side, over
+    -- its blocks); its flag beyond its tiles' shared memory.
+    local args = { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" }
+    local smem = { g1.choice.smem, g2.choice.smem }
+    values.SIDE_PARAMS, values.SIDE_DEF, values.SIDE1, values.SIDE2 = "", "", "tc::no_side()", "tc::no_side()"
+    for i, g in ipairs { g1, g2 } do
+      if g.bias_side then
+        assert(not part and values.CLUSTER == 1, "the bias sums: one launch of the pair, no clusters")
+        values.SIDE_PARAMS = ", const float *__restrict__ gs, const float *__restrict__ edit_region_mask, "
+                             .. "float *__restrict__ grad_edit_region_bias, float *__restrict__ parts, "
+                             .. "int *__restrict__ queue"
+        values.SIDE_DEF = string.format("const tc::bias_side<%d, %d, %d, NB%d> side{gs, edit_region_mask, "
+                                        .. "grad_edit_region_bias, parts, queue}; // over product %d's blocks",
+                                        B, T, gs_ld, i, i)
+        values["SIDE" .. i] = "side"
+        smem[i] = smem[i] + 8
+        for _, a in ipairs { gs, "in:edit_region_mask", "out:grad_edit_region_bias", wsp("biaswarp"), wsp("biasq") } do
+          args[#args + 1] = a
+        end
+      end
+    end
     p.render("gemm_tma_pair_kernel.cu", values)
-    p.kernel(name, { blocks, 1, 1 },
-             { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" },
-             { tma_threads(g1.choice.config), 1, 1 }, math.max(g1.choice.smem, g2.choice.smem))
+    p.kernel(name, { blocks, 1, 1 }, args, { tma_threads(g1.choice.config), 1, 1 }, math.max(smem[1], smem[2]))
     if not part then
       finish_product(g1, s1)
       finish_product(g2, s2)
@@ -441,6 +462,10 @@ local function plan_fused(shape, t, arch)
   -- they fill it together. Launches are issued in the order the chain needs.
   local gattn, gow, gqw = products[1], products[2], products[4]
   ghid.bias_side = gh_bias
+  -- gh_bias: after grad_hidden's launch on its lane, the items' sums added, a row's in warp order, then the rows'.
+  local function bias_final_of_items()
+    p.kernel("bias_final", { H, 1, 1 }, { wsp("biaswarp"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  end
   -- side_start=2: the side lanes start once gA's B (out_weight) is
   -- transposed, lane 0's first launch: it then has the GPU to itself, and gA
   -- follows it before the side lanes' products (else as side_start=0).
@@ -590,7 +615,9 @@ local function plan_fused(shape, t, arch)
       finish_product(g1, s1)
       finish_product(g2, s2)
     else
+      if gh_bias then p.wait("bias_zero") end -- its queue zeroed, the rows past T written
       gemm_pair(g1, g2)
+      if gh_bias then bias_final_of_items() end
     end
   else
     p.on(2)
@@ -600,9 +627,7 @@ local function plan_fused(shape, t, arch)
     if ghid.choice.wg then p.wait("ghid_b") end
     if gh_bias then p.wait("bias_zero") end -- its queue zeroed, the rows past T written
     gemm(ghid)
-    if gh_bias then -- the items' sums, a row's in order, then the rows'
-      p.kernel("bias_final", { H, 1, 1 }, { wsp("biaswarp"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
-    end
+    if gh_bias then bias_final_of_items() end
   end
 
   -- Two attention blocks per SM where two fit (each also holds 1 KiB the

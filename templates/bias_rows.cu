@@ -125,27 +125,29 @@ __device__ __forceinline__ void bias_warp_prefetch(const float *__restrict__ gs,
 
 // The SIDE work of a TMA-fed product whose producer warps have none of their
 // own (grad_hidden, A as stored, tile gh_bias=1): the edit-bias sums, 16 * T
-// rows of NW warps' items, taken one at a time by the three warps of every
-// block of the launch from a queue (queue[0]: the next item; queue[1]: the
-// blocks started; both zeroed before the launch). A warp takes its next item
-// before it works on the one it has, and asks L2 for its gS, so that its
-// loads (eight a lane in flight: more would take registers the consumers
-// need) find it there. A block takes items while its tile is being made;
-// once it is nearly made, only where every block of the launch has started
-// (BLOCKS of them): no block then waits for its SM, and one still running
-// takes the items left, so all are done when the launch ends, whatever the
-// order the blocks run in.
+// rows of NW warps' items, taken one at a time by the three warps of each of
+// the product's BLOCKS blocks from a queue (queue[0]: the next item;
+// queue[1]: the blocks started; both zeroed before the launch). A warp takes
+// its next item before it works on the one it has, and asks L2 for its gS,
+// so that its loads (eight a lane in flight: more would take registers the
+// consumers need) find it there. A block takes items while its tile is being
+// made; once it is nearly made, only where all BLOCKS have started (none
+// then waits for its SM); the last block to start takes them until none is
+// left, so all are done when its launch ends, whatever order the blocks run
+// in (a pair's other product's blocks do not count: one of them starting
+// last would leave the items to no one).
 template <i64 B, i64 T, i64 LD, int BLOCKS> struct bias_side {
     static constexpr bool active = true;
     static constexpr int NW = bias_row_threads(T) / 32, ITEMS = (int)(16 * T) * NW;
     const float *gs, *mask;
     float *bias, *parts;
     int *queue;
-    // The next item for this warp (ITEMS: none), its gS asked of L2.
-    __device__ __forceinline__ int take(int lane, const int *gemm_done) const {
+    // The next item for this warp (ITEMS: none), its gS asked of L2. last:
+    // this warp's block started last (lane 0's).
+    __device__ __forceinline__ int take(int lane, const int *gemm_done, bool last) const {
         int item = ITEMS;
         if (lane == 0) {
-            const bool more = *reinterpret_cast<const volatile int *>(gemm_done) == 0 ||
+            const bool more = last || *reinterpret_cast<const volatile int *>(gemm_done) == 0 ||
                               *reinterpret_cast<const volatile int *>(&queue[1]) >= BLOCKS;
             if (more) item = atomicAdd(&queue[0], 1);
         }
@@ -155,9 +157,9 @@ template <i64 B, i64 T, i64 LD, int BLOCKS> struct bias_side {
     }
     // pw: the producer warp (0..2); gemm_done: set as the tile's last k tiles go.
     __device__ __forceinline__ void operator()(int pw, int lane, const int *gemm_done) const {
-        if (pw == 0 && lane == 0) atomicAdd(&queue[1], 1);
-        for (int item = take(lane, gemm_done); item < ITEMS;) {
-            const int next = take(lane, gemm_done), row = item / NW;
+        const bool last = pw == 0 && lane == 0 && atomicAdd(&queue[1], 1) == BLOCKS - 1;
+        for (int item = take(lane, gemm_done, last); item < ITEMS;) {
+            const int next = take(lane, gemm_done, last), row = item / NW;
             bias_warp_of_row<B, T, LD>(gs, mask, bias, parts, row / T, row % T, item % NW, lane);
             item = next;
         }

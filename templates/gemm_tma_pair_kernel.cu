@@ -13,11 +13,13 @@
 // blocks a tile's slices in turn; each product's blocks start on a cluster's
 // first, the ones past its count returning at once. A product with REDn has its
 // K slices added into its output by float atomics (zeroed before the launch).
+// Side work (tile gh_bias=1): product 1's blocks take SIDE {{SIDE1}} (tc::gemm_tma's), product 2's
+// {{SIDE2}} (a tc::bias_side: the edit-bias sums by grad_hidden's producer warps).
 extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLUSTER_DIMS}}
 {{NAME}}(const __grid_constant__ tc::tma_map map_a1, const __grid_constant__ tc::tma_map map_b1,
          float *__restrict__ C1, float *__restrict__ colsum1, const __grid_constant__ tc::tma_map map_a2,
          const __grid_constant__ tc::tma_map map_b2, float *__restrict__ C2, float *__restrict__ colsum2,
-         float alpha) {
+         float alpha {{SIDE_PARAMS}}) {
     tc::pdl_enter();
     static_assert({{BM1}} == 128 && {{BM2}} == 128, "one block size: a producer and two consumer warpgroups");
     constexpr int GX1 = ({{N1}} + {{BN1}} - 1) / {{BN1}}, GY1 = ({{M1}} + {{BM1}} - 1) / {{BM1}};
@@ -32,6 +34,7 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLU
     constexpr int NB1 = GX1 * {{NY1}} * {{NS1}}, NB1_PADDED = (NB1 + CLUSTER - 1) / CLUSTER * CLUSTER;
     constexpr int NB2 = GX2 * {{NY2}} * {{NS2}};
     int id = blockIdx.x;
+    {{SIDE_DEF}}
     if (id < NB1_PADDED) {
         if (id >= NB1) return;
         // Clustered: a tile's slices are consecutive blocks (the slice the rank).
@@ -41,8 +44,9 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLU
         constexpr bool APART = {{SPLITS1}} > 1 && CLUSTER1 == 1 && !RED1; // each K slice's C apart
         float *out = APART ? C1 + (long long)split * {{M1}} * {{N1}} : C1;
         tc::gemm_tma<{{M1}}, {{N1}}, {{K1}}, {{TA1}}, {{BM1}}, {{BN1}}, {{STAGES1}}, {{RAW1}}, {{KSPLIT1}}, {{COLSUM1}},
-                     {{A_TRUNC1}}, false, false, CLUSTER1, (CLUSTER > 1), RED1>(
-            &map_a1, &map_b1, out, APART ? {{N1}} : {{LDC1}}, APART ? 1.f : alpha, split, colsum1, bx, by);
+                     {{A_TRUNC1}}, false, false, CLUSTER1, (CLUSTER > 1), RED1, 0>(
+            &map_a1, &map_b1, out, APART ? {{N1}} : {{LDC1}}, APART ? 1.f : alpha, split, colsum1, bx, by, nullptr,
+            nullptr, {{SIDE1}});
     } else {
         id -= NB1_PADDED;
         if (CLUSTER > 1 && id >= NB2) return;
@@ -52,7 +56,8 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLU
         constexpr bool APART = {{SPLITS2}} > 1 && CLUSTER2 == 1 && !RED2; // each K slice's C apart
         float *out = APART ? C2 + (long long)split * {{M2}} * {{N2}} : C2;
         tc::gemm_tma<{{M2}}, {{N2}}, {{K2}}, {{TA2}}, {{BM2}}, {{BN2}}, {{STAGES2}}, {{RAW2}}, {{KSPLIT2}}, {{COLSUM2}},
-                     {{A_TRUNC2}}, false, false, CLUSTER2, (CLUSTER > 1), RED2>(
-            &map_a2, &map_b2, out, APART ? {{N2}} : {{LDC2}}, APART ? 1.f : alpha, split, colsum2, bx, by);
+                     {{A_TRUNC2}}, false, false, CLUSTER2, (CLUSTER > 1), RED2, 0>(
+            &map_a2, &map_b2, out, APART ? {{N2}} : {{LDC2}}, APART ? 1.f : alpha, split, colsum2, bx, by, nullptr,
+            nullptr, {{SIDE2}});
     }
 }

@@ -21,6 +21,11 @@
 #include "emu_pair_1.inc" // tests/CMakeLists.txt renders them from templates/gemm_tma_pair_kernel.cu
 #include "emu_pair_2.inc"
 #include "emu_pair_3.inc"
+// emu_pair_4: product 2 makes the edit-bias sums of B = 5, T = 70 (gS rows of 72) over its blocks.
+#define EMU_SIDE_PARAMS                                                                                              \
+    , const float *gs, const float *edit_region_mask, float *grad_edit_region_bias, float *parts, int *queue
+#define EMU_SIDE_DEF const tc::bias_side<5, 70, 72, NB2> side{gs, edit_region_mask, grad_edit_region_bias, parts, queue};
+#include "emu_pair_4.inc"
 
 namespace {
 
@@ -172,25 +177,84 @@ template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot
     return ok;
 }
 
+// The edit-bias sums' inputs: gS [B, 16, T, LD] (its row padding NaN, never
+// read), a 0/1 mask [B, T]; and outputs: grad_edit_region_bias [16, 1024,
+// 1024] (NaN before: rows past T must stay so), each row's warps'
+// within/cross sums, the items' queue.
+struct bias_sums {
+    long long B, T, LD;
+    int NW;
+    std::vector<float> gs, mask, bias, parts;
+    int queue[2] = {0, 0};
+    bias_sums(long long b, long long t)
+        : B(b), T(t), LD((t + 3) / 4 * 4), NW(tc::bias_row_threads(t) / 32), gs(b * 16 * t * LD), mask(b * t),
+          bias(16 * 1024 * 1024, NAN), parts(16 * t * NW * 2, NAN) {
+        for (long long r = 0; r < B * 16 * T; ++r)
+            for (long long j = 0; j < LD; ++j) gs[r * LD + j] = j < T ? (float)uniform_pm1() : NAN;
+        for (auto &m : mask) m = uniform_pm1() > 0 ? 1.f : 0.f;
+    }
+    // Whether every sum has bias_grads' bits (a thread's batch rows in order,
+    // its warp's shuffle tree), rows past T are untouched, every item was
+    // taken and `blocks` blocks counted; says so.
+    bool check(int blocks) const {
+        constexpr long long POS = 1024;
+        long long unequal = 0, untouched = 0;
+        for (long long h = 0; h < 16; ++h)
+            for (long long i = 0; i < POS; ++i) {
+                const float *out = &bias[(h * POS + i) * POS];
+                if (i >= T) { // not the side work's
+                    for (long long c = 0; c < POS; ++c) untouched += std::isnan(out[c]);
+                    continue;
+                }
+                for (int x = 0; x < NW; ++x) {
+                    float w[32], c[32];
+                    for (int l = 0; l < 32; ++l) {
+                        const long long j = 4 * (32 * x + l);
+                        float s[4] = {0.f, 0.f, 0.f, 0.f};
+                        w[l] = 0.f, c[l] = 0.f;
+                        for (long long b = 0; b < B && j < T; ++b) {
+                            const float mi = mask[b * T + i];
+                            for (long long e = 0; e < 4 && j + e < T; ++e) {
+                                const float v = gs[((b * 16 + h) * T + i) * LD + j + e], mj = mask[b * T + j + e];
+                                s[e] += v;
+                                w[l] = fmaf(v, mi * mj, w[l]);
+                                c[l] = fmaf(v, mi * (1.f - mj) + (1.f - mi) * mj, c[l]);
+                            }
+                        }
+                        for (int e = 0; e < 4; ++e) unequal += __float_as_uint(s[e]) != __float_as_uint(out[j + e]);
+                    }
+                    for (int o = 16; o > 0; o >>= 1) {
+                        float nw[32], nc[32];
+                        for (int l = 0; l < 32; ++l) nw[l] = w[l] + w[l ^ o], nc[l] = c[l] + c[l ^ o];
+                        memcpy(w, nw, sizeof w);
+                        memcpy(c, nc, sizeof c);
+                    }
+                    const float *part = &parts[2 * ((h * T + i) * NW + x)];
+                    unequal += (__float_as_uint(w[0]) != __float_as_uint(part[0])) +
+                               (__float_as_uint(c[0]) != __float_as_uint(part[1]));
+                }
+                for (long long c = 4 * 32 * NW; c < POS; ++c) unequal += out[c] != 0.f || std::signbit(out[c]);
+            }
+        const long long items = 16 * T * NW;
+        const bool ok = unequal == 0 && untouched == 16 * (POS - T) * POS && queue[0] >= items && queue[1] == blocks;
+        printf("%s   edit-bias sums B=%lld T=%lld: %lld unlike bias_grads', %lld of %lld elements past T untouched, "
+               "%lld of %lld items taken, %d of %d blocks counted\n", ok ? "PASS" : "FAIL", B, T, unequal, untouched,
+               16 * (POS - T) * POS, queue[0] < items ? (long long)queue[0] : items, items, queue[1], blocks);
+        return ok;
+    }
+};
+
 // grad_hidden with the edit-bias sums as its producer warps' side work
-// (tile gh_bias=1: tc::bias_side): C = A @ B^T (A as stored, A_TRUNC) against
-// the product; from gS [B, 16, T, LD] (padding NaN, never read) and a 0/1
-// mask, grad_edit_region_bias's rows < T (every column: zeros past T) and each
-// row's warps' within/cross sums bit for bit against bias_grads' order (a
-// thread's batch rows in order, its warp's shuffle tree); rows past T left
-// as they were (NaN); every item taken, every block counted.
+// (tile gh_bias=1: tc::bias_side): C = A @ B^T (A as stored, A_TRUNC)
+// against the product, and the sums (bias_sums::check).
 template <int BN, long long M, long long N, long long K, long long B, long long T> bool bias_side_case() {
-    constexpr int BM = 128, STAGES = 4;
-    constexpr long long LD = (T + 3) / 4 * 4, POS = 1024;
-    constexpr int NW = tc::bias_row_threads(T) / 32, BLOCKS = (int)((N / BN) * ((M + BM - 1) / BM));
+    constexpr int BM = 128, STAGES = 4, BLOCKS = (int)((N / BN) * ((M + BM - 1) / BM));
+    constexpr long long LD = (T + 3) / 4 * 4;
     static_assert(N % BN == 0, "whole column tiles");
     product p(M, N, K, false, BN, K);
-    std::vector<float> gs(B * 16 * T * LD), mask(B * T), bias(16 * POS * POS, NAN), parts(16 * T * NW * 2, NAN);
-    for (long long r = 0; r < B * 16 * T; ++r)
-        for (long long j = 0; j < LD; ++j) gs[r * LD + j] = j < T ? (float)uniform_pm1() : NAN;
-    for (auto &m : mask) m = uniform_pm1() > 0 ? 1.f : 0.f;
-    int queue[2] = {0, 0};
-    const tc::bias_side<B, T, LD, BLOCKS> side{gs.data(), mask.data(), bias.data(), parts.data(), queue};
+    bias_sums bs(B, T);
+    const tc::bias_side<B, T, LD, BLOCKS> side{bs.gs.data(), bs.mask.data(), bs.bias.data(), bs.parts.data(),
+                                                bs.queue};
     constexpr int gx = (int)(N / BN);
     emu_launch((unsigned)BLOCKS, tc::gemm_tma_threads(BM), [&] {
         const int id = (int)blockIdx.x;
@@ -199,51 +263,10 @@ template <int BN, long long M, long long N, long long K, long long B, long long 
     });
     double worst, refmax;
     p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, worst, refmax);
-    long long unequal = 0, untouched = 0;
-    for (long long h = 0; h < 16; ++h)
-        for (long long i = 0; i < POS; ++i) {
-            const float *out = &bias[(h * POS + i) * POS];
-            if (i >= T) { // not the side work's
-                for (long long c = 0; c < POS; ++c) untouched += std::isnan(out[c]);
-                continue;
-            }
-            for (int x = 0; x < NW; ++x) {
-                float w[32], c[32];
-                for (int l = 0; l < 32; ++l) {
-                    const long long j = 4 * (32 * x + l);
-                    float s[4] = {0.f, 0.f, 0.f, 0.f};
-                    w[l] = 0.f, c[l] = 0.f;
-                    for (long long b = 0; b < B && j < T; ++b) {
-                        const float mi = mask[b * T + i];
-                        for (long long e = 0; e < 4 && j + e < T; ++e) {
-                            const float v = gs[((b * 16 + h) * T + i) * LD + j + e], mj = mask[b * T + j + e];
-                            s[e] += v;
-                            w[l] = fmaf(v, mi * mj, w[l]);
-                            c[l] = fmaf(v, mi * (1.f - mj) + (1.f - mi) * mj, c[l]);
-                        }
-                    }
-                    for (int e = 0; e < 4; ++e) unequal += __float_as_uint(s[e]) != __float_as_uint(out[j + e]);
-                }
-                for (int o = 16; o > 0; o >>= 1) {
-                    float nw[32], nc[32];
-                    for (int l = 0; l < 32; ++l) nw[l] = w[l] + w[l ^ o], nc[l] = c[l] + c[l ^ o];
-                    memcpy(w, nw, sizeof w);
-                    memcpy(c, nc, sizeof c);
-                }
-                const float *part = &parts[2 * ((h * T + i) * NW + x)];
-                unequal += (__float_as_uint(w[0]) != __float_as_uint(part[0])) +
-                           (__float_as_uint(c[0]) != __float_as_uint(part[1]));
-            }
-            for (long long c = 4 * 32 * NW; c < POS; ++c) unequal += out[c] != 0.f || std::signbit(out[c]);
-        }
-    const long long items = 16 * T * NW;
-    const bool ok = close_enough(worst, refmax) && unequal == 0 && untouched == (16 * (POS - T) * POS) &&
-                    queue[0] >= items && queue[1] == BLOCKS;
-    printf("%s gemm_tma SIDE (edit-bias sums) BN=%d M=%lld N=%lld K=%lld, B=%lld T=%lld: max abs err %.3g of %.3g, "
-           "%lld sums unlike bias_grads', %lld of %lld elements past T untouched, %d of %lld items taken, %d of %d "
-           "blocks counted\n", ok ? "PASS" : "FAIL", BN, M, N, K, B, T, worst, refmax, unequal, untouched,
-           16 * (POS - T) * POS, queue[0] < items ? queue[0] : (int)items, items, queue[1], BLOCKS);
-    return ok;
+    const bool ok = close_enough(worst, refmax);
+    printf("%s gemm_tma SIDE (the edit-bias sums) BN=%d M=%lld N=%lld K=%lld: max abs err %.3g of %.3g\n",
+           ok ? "PASS" : "FAIL", BN, M, N, K, worst, refmax);
+    return bs.check(BLOCKS) && ok;
 }
 
 using gq_kernel = void (*)(const tc::tma_map, const tc::tma_map, float *, float);
@@ -364,6 +387,26 @@ int main() {
         std::fill(p1.C.begin(), p1.C.end(), 0.f);
         std::fill(p2.C.begin(), p2.C.end(), 0.f);
         failed += !pair_case("emu_pair_3", emu_pair_3, p1, false, p2, true, 14, 1);
+    }
+    { // product 2 (A as stored, 2 blocks) making the edit-bias sums after product 1's 8 blocks (column sums per
+      // slice): the last block to start is the sums' (the other product's blocks do not count)
+        product p1(130, 198, 300, true, 128, 160), p2(200, 256, 300, false, 256, 320);
+        std::vector<float> c1(2 * 130 * 198, NAN); // product 1's two slices apart
+        bias_sums bs(5, 70);
+        printf("pair launch emu_pair_4 (the second product with the edit-bias sums), 10 blocks:\n");
+        emu_launch(10, tc::gemm_tma_threads(128), [&] {
+            emu_pair_4(p1.ma, p1.mb, c1.data(), p1.sums.data(), p2.ma, p2.mb, p2.C.data(), p2.sums.data(), 1.f,
+                       bs.gs.data(), bs.mask.data(), bs.bias.data(), bs.parts.data(), bs.queue);
+        });
+        double worst[2], refmax[2];
+        p1.error([&](long long m, long long n) { return (double)c1[m * 198 + n] + c1[130 * 198 + m * 198 + n]; },
+                 worst[0], refmax[0]);
+        p2.error([&](long long m, long long n) { return (double)p2.C[m * 256 + n]; }, worst[1], refmax[1]);
+        const double sums_err = p1.sums_error();
+        const bool ok = close_enough(worst[0], refmax[0]) && close_enough(worst[1], refmax[1]) && sums_err <= 1e-5 * 160;
+        printf("%s   products: max abs err %.3g of %.3g, %.3g of %.3g, column sums' %.3g\n", ok ? "PASS" : "FAIL",
+               worst[0], refmax[0], worst[1], refmax[1], sums_err);
+        failed += !(bs.check(2) && ok);
     }
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID, GS_ROWS) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID, GS_ROWS);
 #include "emu_gq_cases.inc"

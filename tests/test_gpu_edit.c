@@ -219,6 +219,9 @@ int main(void) {
     runs[n++] = tiled_run(8, 129, 0.25, MASK0, "gh_bias=1 pair=0");
     runs[n++] = tiled_run(3, 1024, 0.1, 0, "gh_bias=1 pair=0");
     runs[n++] = tiled_run(7, 333, 0.1, MASK0, "gh_bias=1 pair=0");
+    /* ... and by its blocks in a pair launch: first there (T = 200), second (T = 129, after grad_qkv_weight's). */
+    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "gh_bias=1 pair=1");
+    runs[n++] = tiled_run(16, 129, 0.25, MASK0, "gh_bias=1 pair=1");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");

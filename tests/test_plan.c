@@ -323,6 +323,15 @@ static int ends_with(const char *s, const char *tail) {
 
 static int is_pair(const plan_launch *x) { return strstr(x->name, "_and_") != NULL; }
 
+/* gh_bias=1: grad_hidden's launch (alone or paired) making the edit-bias
+ * sums: its last five arguments (gS, the mask, grad_edit_region_bias, the
+ * items' sums, their queue); NULL for any other launch. */
+static char *const *bias_side_args(const plan_launch *x) {
+    if (!strstr(x->name, "_grad_hidden") || strstr(x->name, "_reduce")) return NULL;
+    if (is_pair(x) ? x->n_args != 14 : x->n_args != 9) return NULL;
+    return x->args + x->n_args - 5;
+}
+
 /* The 0 or 1 (a rendered boolean) after `key` in launch x's kernel's source (the first after the kernel's name). */
 static int kernel_flag(const kernel_plan *p, const plan_launch *x, const char *key) {
     const char *k = strstr(p->source, x->name), *at = k ? strstr(k, key) : NULL;
@@ -338,7 +347,7 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
     if (!is_pair(x)) { /* map_a, map_b, C, alpha, column sums; or (gA making the row dots) map_o, D; or
                         * (grad_hidden making the edit-bias sums) gS, the mask, the bias, its items' sums, their queue */
         v.rowdot = x->n_args == 6 && ends_with(x->name, "_grad_attn_out");
-        v.side = x->n_args == 9 && ends_with(x->name, "_grad_hidden");
+        v.side = bias_side_args(x) != NULL;
         assert_true(x->n_args == 5 || v.rowdot || v.side);
         v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->n_args == 5 ? x->args[4] : "i64:0";
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
@@ -347,11 +356,12 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
         v.red = v.rowdot || v.side ? 0 : kernel_flag(p, x, "constexpr bool RED = ");
         return v;
     }
-    assert_int_equal(x->n_args, 9);
+    assert_true(x->n_args == 9 || (x->n_args == 14 && bias_side_args(x))); /* gh_bias: five more */
     assert_true(x->grid[1] == 1 && x->grid[2] == 1);
     const char *mid = strstr(x->name, "_and_");
     v.pair = 1;
     v.which = strstr(mid, name) != NULL; /* named after "_and_": the second */
+    v.side = bias_side_args(x) && !strcmp(name, "_grad_hidden");
     assert_true(v.which || (strstr(x->name, name) && strstr(x->name, name) < mid));
     v.a = x->args[4 * v.which], v.b = x->args[4 * v.which + 1], v.out = x->args[4 * v.which + 2];
     v.colsum = x->args[4 * v.which + 3];
@@ -437,7 +447,7 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     if (v->clustered) assert_true(v->splits == v->cluster && v->cluster <= 8);
     if (v->pair) {
         /* each product's stages fit the launch's shared memory */
-        assert_true(v->stages >= 4 && tma_smem(v->stages, bm, bn, ta) <= x->shared_bytes);
+        assert_true(v->stages >= 4 && tma_smem(v->stages, bm, bn, ta) + (v->side ? 8 : 0) <= x->shared_bytes);
     } else { /* (the row dots: a head of attention_output, bm x 64 floats, and a barrier a head beyond;
               * the bias sums: their flag) */
         const unsigned extra = v->rowdot ? bm * 64 * 4 + bn / 64 * 8 : v->side ? 8 : 0;
@@ -641,8 +651,7 @@ static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
     for (int i = 0; i < p->n_launches; ++i) {
         if (strstr(p->launches[i].name, "_bias_zero_rows")) zero = i;
         if (strstr(p->launches[i].name, "_bias_grads")) grads = i;
-        if (ends_with(p->launches[i].name, "_grad_hidden") && !is_pair(&p->launches[i]) && p->launches[i].n_args == 9)
-            side = i;
+        if (bias_side_args(&p->launches[i])) side = i;
     }
     if ((grads >= 0) == (side >= 0)) fail_msg("%s: bias_grads %d, grad_hidden with the sums %d", p->tiles, grads, side);
     if (side >= 0) {
@@ -1091,60 +1100,83 @@ static void ga_rowdot_plans(void **state) {
     gen_close(g);
 }
 
-/* gh_bias=1: where grad_hidden runs alone, TMA-fed, A as stored, its launch
- * makes the edit-bias sums (templates/bias_rows.cu's bias_side): it reads the
- * gS gQ reads, the mask, and writes grad_edit_region_bias and its items'
- * sums, which bias_final reads after it on its lane; the items' queue is
- * zeroed by a launch that ends before it (as do bias_zero_rows's rows), and
- * no bias_grads launch is left. Elsewhere (paired, B = 1's gS in the output)
- * the plan is gh_bias=0's. */
+/* gh_bias=1: where grad_hidden is TMA-fed (A as stored), alone or paired in
+ * one launch (not pair_kv's two, not in clusters), its launch makes the
+ * edit-bias sums (templates/bias_rows.cu's bias_side, over grad_hidden's
+ * blocks): it reads the gS
+ * gQ reads, the mask, and writes grad_edit_region_bias and its items' sums,
+ * which bias_final reads after it on its lane; the items' queue is zeroed by
+ * a launch that ends before it (as do bias_zero_rows's rows), and no
+ * bias_grads launch is left. Elsewhere (pair_kv, pair_dsm, B = 1's gS in
+ * the output, grad_hidden not TMA-fed) the plan is gh_bias=0's. */
 static void gh_bias_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
-    const int64_t shapes[][2] = {{32, 773}, {16, 691}, {64, 256}, {2, 1024}, {3, 17}, {1, 373}};
-    const char *tiles[][2] = {{"gh_bias=1", "gh_bias=0"}, {"gh_bias=1 pair=0", "gh_bias=0 pair=0"},
-                              {"gh_bias=1 pair=1", "gh_bias=0 pair=1"}};
-    int made = 0;
+    const int64_t shapes[][2] = {{32, 773}, {16, 691}, {64, 256}, {2, 1024}, {3, 17}, {1, 373}, {4, 640}, {2, 449}};
+    const char *tiles[] = {"", " pair=0", " pair=1", " pair=1 pair_kv=1", " pair=1 pair_dsm=1"};
+    int alone = 0, paired = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
-        for (size_t v = 0; v < 3; ++v) {
+        for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; ++v) {
             const int64_t B = shapes[i][0], T = shapes[i][1];
             attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+            char on[64], off[64];
+            snprintf(on, sizeof on, "gh_bias=1%s", tiles[v]);
+            snprintf(off, sizeof off, "gh_bias=0%s", tiles[v]);
             kernel_plan p, q;
-            assert_int_equal(gen_plan(g, &s, "sm_90", tiles[v][0], &p), ATTNBWD_OK);
-            assert_int_equal(gen_plan(g, &s, "sm_90", tiles[v][1], &q), ATTNBWD_OK);
-            const plan_launch *gh = launch_named(&p, "_grad_hidden");
-            if (!gh || is_pair(gh) || gh->n_args != 9) { /* not here: the same launches as without it */
+            assert_int_equal(gen_plan(g, &s, "sm_90", on, &p), ATTNBWD_OK);
+            assert_int_equal(gen_plan(g, &s, "sm_90", off, &q), ATTNBWD_OK);
+            const plan_launch *gh = NULL;
+            for (int l = 0; l < p.n_launches; ++l)
+                if (bias_side_args(&p.launches[l])) gh = &p.launches[l];
+            if (!gh) { /* not here: the same launches as without it */
                 assert_int_equal(p.n_launches, q.n_launches);
                 for (int l = 0; l < p.n_launches; ++l) {
                     assert_string_equal(p.launches[l].name, q.launches[l].name);
                     assert_int_equal(p.launches[l].n_args, q.launches[l].n_args);
                 }
-                /* it applies wherever grad_hidden runs alone and TMA-fed, but at B = 1 (gS in the output) */
-                assert_true(!gh || is_pair(gh) || strncmp(gh->args[0], "tmap:", 5) || B == 1);
+                const plan_launch *h = NULL; /* grad_hidden's product (alone, paired, or a pair_kv part) */
+                for (int l = 0; l < p.n_launches; ++l)
+                    if (strstr(p.launches[l].name, "_grad_hidden") && !strstr(p.launches[l].name, "_reduce"))
+                        h = &p.launches[l];
+                assert_non_null(h);
+                const int parts = ends_with(h->name, "_q") || ends_with(h->name, "_kv");
+                assert_true(B == 1 || parts || strncmp(h->args[0], "tmap:", 5) ||
+                            view_product(&p, h, "_grad_hidden").cluster > 1);
                 kernel_plan_free(&p);
                 kernel_plan_free(&q);
                 continue;
             }
-            made++;
+            /* B > 1, one launch of grad_hidden (not pair_kv's parts), no clusters */
+            assert_true(B > 1 && !ends_with(gh->name, "_q") && !ends_with(gh->name, "_kv"));
+            is_pair(gh) ? paired++ : alone++;
+            char *const *side = bias_side_args(gh);
             assert_null(launch_named(&p, "_bias_grads"));
             assert_non_null(launch_named(&q, "_bias_grads"));
             const plan_launch *gq = launch_named(&p, "_grad_query");
             assert_non_null(gq);
-            assert_string_equal(gh->args[4], gq->args[1]); /* the gS gQ reads */
-            assert_string_equal(gh->args[5], "in:edit_region_mask");
-            assert_string_equal(gh->args[6], "out:grad_edit_region_bias");
-            assert_int_equal(strncmp(gh->args[7], "ws:", 3), 0);
-            assert_int_equal(strncmp(gh->args[8], "ws:", 3), 0);
+            assert_string_equal(side[0], gq->args[1]); /* the gS gQ reads */
+            assert_string_equal(side[1], "in:edit_region_mask");
+            assert_string_equal(side[2], "out:grad_edit_region_bias");
+            assert_int_equal(strncmp(side[3], "ws:", 3), 0);
+            assert_int_equal(strncmp(side[4], "ws:", 3), 0);
             const unsigned long long nw = ((unsigned long long)(T + 3) / 4 + 31) / 32;
-            assert_true(strtoull(gh->args[7] + 3, NULL, 10) + 16 * T * nw * 2 * 4 <= p.workspace_bytes);
-            /* the kernel's side work: bias_side<B, T, LD, blocks of the launch> */
-            const char *k = strstr(p.source, "tc::bias_side<");
+            assert_true(strtoull(side[3] + 3, NULL, 10) + 16 * T * nw * 2 * 4 <= p.workspace_bytes);
+            /* the kernel's side work: bias_side<B, T, LD, grad_hidden's blocks> */
+            const char *k = strstr(strstr(p.source, gh->name), "tc::bias_side<");
             assert_non_null(k);
             long long b_, t_, ld_;
-            assert_int_equal(sscanf(k, "tc::bias_side<%lld, %lld, %lld, BLOCKS>", &b_, &t_, &ld_), 3);
+            char blocks[32];
+            assert_int_equal(sscanf(k, "tc::bias_side<%lld, %lld, %lld, %31[^>]>", &b_, &t_, &ld_, blocks), 4);
             assert_true(b_ == B && t_ == T && ld_ >= T && ld_ % 4 == 0);
+            /* over grad_hidden's blocks (in a pair, the product it is) */
+            assert_string_equal(blocks, !is_pair(gh) ? "BLOCKS" : strstr(gh->name, "_grad_hidden_and_") ? "NB1" : "NB2");
+            if (is_pair(gh)) {
+                const product_view other = view_product(&p, gh, "_grad_qkv_weight");
+                assert_false(other.side);
+                check_tma_product(&p, gh, &other, &s);
+            }
             const product_view pv = view_product(&p, gh, "_grad_hidden");
-            assert_true(pv.side && !pv.red);
+            assert_true(pv.side && !pv.red && pv.cluster == 1);
             check_tma_product(&p, gh, &pv, &s);
             assert_non_null(strstr(p.source, "constexpr bool kWarpParts = 1;"));
             assert_non_null(strstr(q.source, "constexpr bool kWarpParts = 0;"));
@@ -1156,7 +1188,7 @@ static void gh_bias_plans(void **state) {
             int zero = -1, rows = -1, fin = -1;
             for (int l = 0; l < p.n_launches; ++l) {
                 const plan_launch *x = &p.launches[l];
-                if (ends_with(x->name, "_zero") && !strcmp(x->args[0], gh->args[8])) zero = l;
+                if (ends_with(x->name, "_zero") && !strcmp(x->args[0], side[4])) zero = l;
                 if (ends_with(x->name, "_bias_zero_rows")) rows = l;
                 if (ends_with(x->name, "_bias_final")) fin = l;
             }
@@ -1164,11 +1196,11 @@ static void gh_bias_plans(void **state) {
             assert_string_equal(p.launches[zero].args[2], "i32:4");
             assert_true(T == 1024 || (rows >= 0 && (before[at] >> rows & 1)));
             assert_true(fin > at && p.launches[fin].lane == gh->lane && (before[fin] >> at & 1));
-            assert_string_equal(p.launches[fin].args[0], gh->args[7]);
+            assert_string_equal(p.launches[fin].args[0], side[3]);
             kernel_plan_free(&p);
             kernel_plan_free(&q);
         }
-    assert_true(made >= 6);
+    assert_true(alone >= 4 && paired >= 4);
     gen_close(g);
 }
 
