@@ -96,7 +96,7 @@ __device__ __forceinline__ void bias_warp_of_row(const float *__restrict__ gs, c
     const int j = 4 * (32 * x + lane);
     float s[4] = {0.f, 0.f, 0.f, 0.f}, within = 0.f, cross = 0.f;
     if (j < T)
-        bias_column_sums<B, T, LD, T, false, true, 8>(gs + (h * T + i) * LD + j, mask, nullptr, h, i, j, s, within,
+        bias_column_sums<B, T, LD, T, false, true, 12>(gs + (h * T + i) * LD + j, mask, nullptr, h, i, j, s, within,
                                                      cross);
     float *out = bias + (h * POS + i) * POS;
     *reinterpret_cast<float4 *>(out + j) = make_float4(s[0], s[1], s[2], s[3]);
@@ -129,7 +129,7 @@ __device__ __forceinline__ void bias_warp_prefetch(const float *__restrict__ gs,
 // the product's BLOCKS blocks from a queue (queue[0]: the next item;
 // queue[1]: the blocks started; both zeroed before the launch). A warp takes
 // its next item before it works on the one it has, and asks L2 for its gS,
-// so that its loads (eight a lane in flight: more would take registers the
+// so that its loads (twelve a lane in flight: more would take registers the
 // consumers need) find it there. A block takes items while its tile is being
 // made; once it is nearly made, only where all BLOCKS have started (none
 // then waits for its SM); the last block to start takes them until none is
