@@ -215,6 +215,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     const int m0 = (int)((i64)by * BM), n0 = (int)((i64)bx * BN);
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
     const int ktiles = (int)((kend - kbeg + 31) / 32);
+    // ROWDOT: head h > 0 of the tile's attention_output goes into the stage
+    // of "k tile" ktiles + h - 1, whose last real tile (ktiles + h - 1 -
+    // STAGES <= ktiles - 2) is given back; head 0 into its own region.
+    const auto head_stage = [&](int h) { return (ktiles + h - 1) % STAGES; };
 
     if (threadIdx.x < 32) { // the TMA warp
         if (threadIdx.x != 0) return;
@@ -231,14 +235,11 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             else tma_load_2d(As, map_a, &full[s], k0, m0);
         }
         if constexpr (ROWDOT) {
-            // Head h > 0 into the stage of "k tile" ktiles + h - 1, whose last
-            // real tile (ktiles + h - 1 - STAGES <= ktiles - 2) is given back.
             for (int h = 0; h < HEADS; ++h) {
                 float *dst = head0;
                 if (h > 0) {
-                    const int j = ktiles + h - 1;
-                    mbar_wait(&empty[j % STAGES], (j / STAGES - 1) & 1);
-                    dst = smem + (j % STAGES) * STAGE;
+                    mbar_wait(&empty[head_stage(h)], ((ktiles + h - 1) / STAGES - 1) & 1);
+                    dst = smem + head_stage(h) * STAGE;
                 }
                 mbar_expect_tx(&head_full[h], HEAD_TILE * 4);
                 tma_load_2d(dst, map_o, &head_full[h], n0 + 64 * h, m0);
@@ -362,7 +363,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     if constexpr (ROWDOT) {
         for (int h = 0; h < HEADS; ++h) {
             mbar_wait(&head_full[h], 0);
-            const float *tile = h == 0 ? head0 : smem + ((ktiles + h - 1) % STAGES) * STAGE;
+            const float *tile = h == 0 ? head0 : smem + head_stage(h) * STAGE;
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int row = wrow + g + 8 * e; // of the tile; row % 8 == g
