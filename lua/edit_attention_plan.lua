@@ -338,6 +338,11 @@ local function plan_fused(shape, t, arch)
     end
     if sums and g.choice.splits > 1 then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
   end
+  -- gh_bias: after grad_hidden's launch, the items' sums added, a row's in warp order, then the rows'.
+  ghid.bias_side = gh_bias
+  local function bias_final_of_items()
+    p.kernel("bias_final", { H, 1, 1 }, { wsp("biaswarp"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  end
   -- The zeros a product adding its K slices (adds_slices) adds them into.
   local function zero_output(g)
     if adds_slices(g) then
@@ -361,6 +366,7 @@ local function plan_fused(shape, t, arch)
         p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", gs, "in:edit_region_mask",
                                  "out:grad_edit_region_bias", wsp("biaswarp"), wsp("biasq") },
                  { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, false, true))
+        bias_final_of_items() -- before its reduce, if split
       elseif makes_rowdots(g) then -- attention_output's 128-row boxes of 32 columns, swizzled
         values.T = T
         p.render("gemm_tma_rowdot_kernel.cu", values)
@@ -446,6 +452,13 @@ local function plan_fused(shape, t, arch)
     end
     p.render("gemm_tma_pair_kernel.cu", values)
     p.kernel(name, { blocks, 1, 1 }, args, { tma_threads(g1.choice.config), 1, 1 }, math.max(smem[1], smem[2]))
+    if g1.bias_side or g2.bias_side then -- the sums' last step on lane 2, idle by then, not on the chain
+      p.signal("bias_items")
+      p.on(2)
+      p.wait("bias_items")
+      bias_final_of_items()
+      p.on(0)
+    end
     if not part then
       finish_product(g1, s1)
       finish_product(g2, s2)
@@ -461,11 +474,6 @@ local function plan_fused(shape, t, arch)
   -- of these kernels fill a fraction of the GPU on small shapes; side by side
   -- they fill it together. Launches are issued in the order the chain needs.
   local gattn, gow, gqw = products[1], products[2], products[4]
-  ghid.bias_side = gh_bias
-  -- gh_bias: after grad_hidden's launch on its lane, the items' sums added, a row's in warp order, then the rows'.
-  local function bias_final_of_items()
-    p.kernel("bias_final", { H, 1, 1 }, { wsp("biaswarp"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
-  end
   -- side_start=2: the side lanes start once gA's B (out_weight) is
   -- transposed, lane 0's first launch: it then has the GPU to itself, and gA
   -- follows it before the side lanes' products (else as side_start=0).
@@ -617,7 +625,6 @@ local function plan_fused(shape, t, arch)
     else
       if gh_bias then p.wait("bias_zero") end -- its queue zeroed, the rows past T written
       gemm_pair(g1, g2)
-      if gh_bias then bias_final_of_items() end
     end
   else
     p.on(2)
@@ -627,7 +634,6 @@ local function plan_fused(shape, t, arch)
     if ghid.choice.wg then p.wait("ghid_b") end
     if gh_bias then p.wait("bias_zero") end -- its queue zeroed, the rows past T written
     gemm(ghid)
-    if gh_bias then bias_final_of_items() end
   end
 
   -- Two attention blocks per SM where two fit (each also holds 1 KiB the
