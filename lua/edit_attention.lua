@@ -167,6 +167,11 @@ function M.heuristic(shape, arch)
   -- until measured (docs/benchmarks.md, twenty-third session, says what it
   -- is expected to do).
   t.gh_bias = 0
+  -- mc=2: a TMA-fed product in its own launch in clusters of two blocks
+  -- along M, B's tile multicast by the TMA to both (L2 read once for two).
+  -- Built without a GPU: off until measured (docs/benchmarks.md, twenty-third
+  -- session).
+  t.mc = 1
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -231,6 +236,8 @@ local CHOICES = {
                            .. "blocks where it is TMA-fed and unsplit" },
   { "gh_bias", { 0, 1 }, "the edit-bias sums by a launch of their own after the attention pass, or by "
                          .. "grad_hidden's producer warps beside its tiles where it runs alone, TMA-fed, A as stored" },
+  { "mc", { 1, 2 }, "the TMA-fed products' blocks alone, or (those in a launch of their own) in clusters of two "
+                  .. "along M sharing B's tile by TMA multicast" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },
@@ -410,6 +417,9 @@ function M.candidates(shape)
   local ghb = M.heuristic(shape) -- the bias sums by grad_hidden's producer warps (where it runs alone)
   ghb.gh_bias = 1 - ghb.gh_bias
   if ghb.pair == 0 then add(ghb) end
+  local mcast = M.heuristic(shape) -- B multicast to clusters of two blocks
+  mcast.mc = 2
+  add(mcast)
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end

@@ -305,19 +305,27 @@ local function plan_fused(shape, t, arch)
   -- A TMA-fed product's template values (templates/gemm_tma.cu) and its
   -- arguments (A's map, B's map, output, column sums), and whether it makes
   -- its A's column sums.
+  -- mc=2: a TMA-fed product in its own launch (not K slices in clusters)
+  -- in clusters of two blocks along M, B's tile multicast to both
+  -- (templates/gemm_tma.cu's MC): B's box half its rows.
+  local function multicast(g, paired)
+    return t.mc == 2 and not paired and g.choice.tma == true and not g.choice.cluster and 2 or 1
+  end
   local function tma_product(g, paired)
     local c, split = g.choice.config, apart(g)
     local sums = makes_sums(g, paired)
+    local mc = multicast(g, paired)
     local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                      RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
                      A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta,
                      B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n,
-                     CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = adds_slices(g) }
+                     CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = adds_slices(g), MC = mc,
+                     CLUSTER_DIMS = mc > 1 and string.format("__cluster_dims__(1, %d, 1)", mc) or "" }
     -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
     local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                   or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
-    local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn, GEMM_BK) .. bind(g.b)
-                  or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK) .. wsp("tB_" .. g.name)
+    local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn // mc, GEMM_BK) .. bind(g.b)
+                  or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn // mc, GEMM_BK) .. wsp("tB_" .. g.name)
     local out = split and wsp("splitk_" .. g.name) or bind(g.c)
     local colsum = not sums and "i64:0" or g.choice.splits > 1 and wsp(g.bias_part) or g.bias -- a row per slice
     return values, { map_a .. bind(g.a), map_b, out, colsum }, sums
@@ -353,7 +361,8 @@ local function plan_fused(shape, t, arch)
   -- One product in its own launch; true where it made its column sums.
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
-    local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
+    local mc = multicast(g)
+    local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm * mc) * mc, g.choice.splits } -- whole clusters (mc)
     local out = apart(g) and wsp("splitk_" .. g.name) or bind(g.c)
     local sums = false
     if g.choice.tma then

@@ -65,6 +65,16 @@
 // item ends about when the tile does. The consumers then wait on `full` itself
 // (A as stored, B rounded by the transpose: nothing to make ready).
 //
+// MC = 2 (tile mc=2): B's tile multicast (TMA) to a cluster of two blocks
+// along M, the tiles (bx, by) and (bx, by + 1) (the launch's clusters
+// (1, 2, 1), its rows of tiles padded to even): each block asks the TMA for
+// half of B's rows for both, so L2 serves B once for two blocks (the
+// products' tiles read 48 KB of L2 a k tile, B 32 KB of it). A stage is
+// then free only when both blocks' consumers have given it back: `empty`
+// counts the two blocks' consumer warps, each arriving on both; the TMA
+// thread waits at the end for its stages' last releases, so no arrival from
+// the other block can reach a block that has exited.
+//
 // CLUSTER > 1: the tile's CLUSTER K slices are the blocks of one cluster, the
 // slice its rank. Each parks its accumulators in its shared memory (the stages
 // are free once the block's last wgmma is complete); then rank r adds rows
@@ -155,7 +165,7 @@ template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile,
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
-          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0, class SIDE = no_side>
+          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0, int MC = 1, class SIDE = no_side>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by,
                                          const tma_map *map_o = nullptr, float *__restrict__ rowdot = nullptr,
@@ -179,6 +189,8 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     static_assert(!RED || (CLUSTER == 1 && !C_T), "K slices added by atomics: not in a cluster, C as stored");
     static_assert(!SIDE::active || (A_TRUNC && !B_ROUND && !COLSUM && !ROWDOT && CLUSTER == 1),
                   "side work: the producer's warps have none of their own");
+    static_assert(MC == 1 || (MC == 2 && CLUSTER == 1 && IN_CLUSTER),
+                  "B multicast: a cluster of two blocks along M (not with K slices in clusters)");
     // The same address either way: the blocks of a launch in clusters
     // (IN_CLUSTER) through smem_1k (where tests/emu gives each block its own
     // memory); the others as computed here (ptxas schedules smem_1k's form
@@ -203,14 +215,16 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&ready[s], TMA_PREP_THREADS);
-            mbar_init(&empty[s], NC * 4); // each consumer warp
+            mbar_init(&empty[s], NC * 4 * MC); // each consumer warp (of each block sharing B)
         }
         for (int r = 0; r < RAW; ++r) mbar_init(&raw_free[r], TMA_PREP_THREADS);
         for (int h = 0; h < HEADS; ++h) mbar_init(&head_full[h], 1);
         if constexpr (SIDE::active) *gemm_done = 0;
         mbar_init_fence();
     }
-    __syncthreads();
+    if constexpr (MC > 1) cluster_sync(); // both blocks' barriers ready before any multicast or remote arrival
+    else __syncthreads();
+    const unsigned mrank = MC > 1 ? cluster_ctarank() : 0; // B's part this block asks for
 
     const int m0 = (int)((i64)by * BM), n0 = (int)((i64)bx * BN);
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
@@ -230,10 +244,18 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             float *Bs = smem + s * STAGE, *As = Bs + B_TILE;
             const int k0 = (int)(kbeg + 32 * (i64)j);
             mbar_expect_tx(&full[s], STAGE * 4);
-            tma_load_2d(Bs, map_b, &full[s], k0, n0);
+            if constexpr (MC > 1)
+                tma_load_2d_mc(Bs + mrank * (BN / MC) * 32, map_b, &full[s], k0, n0 + (int)mrank * (BN / MC),
+                               (unsigned short)((1u << MC) - 1));
+            else tma_load_2d(Bs, map_b, &full[s], k0, n0);
             if constexpr (TA) tma_load_2d(raw + (j % RAW) * A_TILE, map_a, &full[s], m0, k0);
             else tma_load_2d(As, map_a, &full[s], k0, m0);
         }
+        // MC: each stage's last tile given back by both blocks, so no arrival is still to come (ROWDOT's
+        // waits below are for those same phases, and pass).
+        if constexpr (MC > 1)
+            for (int j = ktiles > STAGES ? ktiles - STAGES : 0; j < ktiles; ++j)
+                mbar_wait(&empty[j % STAGES], (j / STAGES) & 1);
         if constexpr (ROWDOT) {
             for (int h = 0; h < HEADS; ++h) {
                 float *dst = head0;
@@ -317,6 +339,12 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
 
     // A consumer: rows 64w .. 64w+63 of the block's tile, all BN columns.
     const int w = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    // A stage given back: to this block's TMA thread, and (MC) to the other block's, which multicasts into it.
+    const auto give_back = [&](int s) {
+        if constexpr (MC > 1)
+            for (int r = 0; r < MC; ++r) mbar_arrive_cluster(&empty[s], (unsigned)r);
+        else mbar_arrive(&empty[s]);
+    };
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
@@ -332,9 +360,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         for (int k = 0; k < 4; ++k) wgmma_tf32_ss<BN>(acc, wg_desc(As + 8 * k), wg_desc(Bs + 8 * k));
         wg_commit();
         wg_wait<1>(); // tile kt-1's wgmmas are complete: its stage goes back
-        if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]);
+        if (kt > 0 && lane == 0) give_back((kt - 1) % STAGES);
     }
     wg_wait<0>();
+    if (MC > 1 && lane == 0) give_back((ktiles - 1) % STAGES); // the last tile too: the TMA thread waits for it
 
     const int wrow = w * 64 + (tid / 32) * 16;
     if constexpr (CLUSTER > 1) {

@@ -71,4 +71,27 @@ __device__ __forceinline__ void tma_load_2d(void *dst, const tma_map *map, unsig
                  : "memory");
 }
 
+// The box of `map` at (c0, c1) into shared memory at dst's offset in every
+// block of the cluster in `mask`, each block's bytes completing on the
+// barrier at bar's offset in it (TMA multicast: one read of L2 for them all).
+__device__ __forceinline__ void tma_load_2d_mc(void *dst, const tma_map *map, unsigned long long *bar, int c0, int c1,
+                                               unsigned short mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(smem_u32(dst)), "l"(map), "r"(c0), "r"(c1),
+                 "r"(smem_u32(bar)), "h"(mask)
+                 : "memory");
+}
+// An arrival on the barrier at bar's offset in the cluster's block `rank`.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long *bar, unsigned rank) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_u32(bar)), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote) : "memory");
+}
+// This block's rank in its cluster.
+__device__ __forceinline__ unsigned cluster_ctarank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
 } // namespace tc

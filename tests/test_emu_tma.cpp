@@ -137,6 +137,39 @@ bool gemm_case() {
     return ok;
 }
 
+// B's tile multicast to clusters of two blocks along M (tile mc=2, MC): C =
+// op(A) @ B^T as gemm_case's, the blocks of a cluster the tiles (bx, by) and
+// (bx, by + 1), each asking the TMA for half of B's rows for both (B's box
+// BN / 2 rows); M's tiles padded to whole clusters (the last block's rows
+// past M), K in slices apart; with TA, A's column sums.
+template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT, bool COLSUM = false>
+bool mc_case() {
+    constexpr int BM = 128, STAGES = 4, RAW = 2, MC = 2;
+    constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT;
+    constexpr int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM * MC - 1) / (BM * MC) * MC);
+    product p(M, N, K, TA, BN, KSPLIT);
+    const tc::tma_map mb{p.B.data(), N, K, K, BN / MC, 32, 1};
+    std::vector<float> C(SPLITS * M * N, NAN);
+    emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
+        const int id = (int)blockIdx.x, rank = id % MC, t = id / MC;
+        const int bx = t % gx, by = MC * (t / gx % (gy / MC)) + rank, split = t / (gx * (gy / MC));
+        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, false, false, 1, true, false, 0, MC>(
+            &p.ma, &mb, C.data() + split * M * N, N, 1.f, split, COLSUM ? p.sums.data() : nullptr, bx, by);
+    }, MC);
+    double worst, refmax;
+    p.error([&](long long m, long long n) {
+        double o = 0;
+        for (long long sp = 0; sp < SPLITS; ++sp) o += C[sp * M * N + m * N + n];
+        return o;
+    }, worst, refmax);
+    const double sums_err = COLSUM ? p.sums_error() : 0;
+    const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * KSPLIT;
+    printf("%s gemm_tma MC=2 (B multicast) TA=%d BN=%d A_TRUNC=%d COLSUM=%d M=%lld N=%lld K=%lld in %lld slice(s), %d "
+           "blocks: max abs err %.3g of %.3g, column sums' %.3g\n", ok ? "PASS" : "FAIL", TA, BN, TRUNC, COLSUM, M, N, K,
+           SPLITS, gx * gy * (int)SPLITS, worst, refmax, sums_err);
+    return ok;
+}
+
 // gA with the attention pass's row dots (ROWDOT_T, tile ga_rowdot=1): C =
 // A @ B^T over M = B*T rows and N = 1024 columns, and D[b, h, i] = C[b*T+i,
 // head h] . O[b*T+i, head h], O attention_output's stand-in: C against the
@@ -144,19 +177,19 @@ bool gemm_case() {
 // rowdot kernel's) over the stored C, every D written. The heads after the
 // first go through the stages of the last k tiles: K = 32 * STAGES puts them
 // in the stages of k tiles 0.. (the fewest tiles allowed), more K past those.
-template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot_case() {
+template <int BN, int STAGES, long long B, long long T, long long K, int MC = 1> bool rowdot_case() {
     constexpr int BM = 128;
     constexpr long long M = B * T, N = 1024;
     product p(M, N, K, false, BN, K);
     std::vector<float> O(M * N), D(B * 16 * T, NAN);
     for (auto &x : O) x = (float)uniform_pm1();
-    const tc::tma_map mo{O.data(), M, N, N, BM, 32, 1};
-    const int gx = (int)(N / BN), gy = (int)((M + BM - 1) / BM);
+    const tc::tma_map mo{O.data(), M, N, N, BM, 32, 1}, mb{p.B.data(), N, K, K, BN / MC, 32, 1};
+    const int gx = (int)(N / BN), gy = (int)((M + BM * MC - 1) / (BM * MC) * MC); // MC: B multicast, whole clusters
     emu_launch((unsigned)(gx * gy), tc::gemm_tma_threads(BM), [&] {
-        const int id = (int)blockIdx.x;
-        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, false, false, false, 1, false, false, T>(
-            &p.ma, &p.mb, p.C.data(), N, 1.f, 0, nullptr, id % gx, id / gx, &mo, D.data());
-    });
+        const int id = (int)blockIdx.x, rank = id % MC, t = id / MC;
+        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, false, false, false, 1, (MC > 1), false, T, MC>(
+            &p.ma, &mb, p.C.data(), N, 1.f, 0, nullptr, t % gx, MC * (t / gx) + rank, &mo, D.data());
+    }, MC);
     double worst, refmax;
     p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, worst, refmax);
     long long unequal = 0;
@@ -172,8 +205,9 @@ template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot
             unequal += __float_as_uint(s[0]) != __float_as_uint(D[((r / T) * 16 + h) * T + r % T]);
         }
     const bool ok = close_enough(worst, refmax) && unequal == 0;
-    printf("%s gemm_tma ROWDOT BN=%d STAGES=%d B=%lld T=%lld K=%lld: max abs err %.3g of %.3g, %lld of %lld row dots "
-           "unlike the rowdot kernel's\n", ok ? "PASS" : "FAIL", BN, STAGES, B, T, K, worst, refmax, unequal, B * 16 * T);
+    printf("%s gemm_tma ROWDOT BN=%d STAGES=%d MC=%d B=%lld T=%lld K=%lld: max abs err %.3g of %.3g, %lld of %lld row "
+           "dots unlike the rowdot kernel's\n", ok ? "PASS" : "FAIL", BN, STAGES, MC, B, T, K, worst, refmax, unequal,
+           B * 16 * T);
     return ok;
 }
 
@@ -247,8 +281,8 @@ struct bias_sums {
 // grad_hidden with the edit-bias sums as its producer warps' side work
 // (tile gh_bias=1: tc::bias_side): C = A @ B^T (A as stored, A_TRUNC)
 // against the product, and the sums (bias_sums::check).
-template <int BN, long long M, long long N, long long K, long long B, long long T> bool bias_side_case() {
-    constexpr int BM = 128, STAGES = 4, BLOCKS = (int)((N / BN) * ((M + BM - 1) / BM));
+template <int BN, long long M, long long N, long long K, long long B, long long T, int MC = 1> bool bias_side_case() {
+    constexpr int BM = 128, STAGES = 4, GY = (int)((M + BM * MC - 1) / (BM * MC) * MC), BLOCKS = (int)(N / BN) * GY;
     constexpr long long LD = (T + 3) / 4 * 4;
     static_assert(N % BN == 0, "whole column tiles");
     product p(M, N, K, false, BN, K);
@@ -256,16 +290,17 @@ template <int BN, long long M, long long N, long long K, long long B, long long 
     const tc::bias_side<B, T, LD, BLOCKS> side{bs.gs.data(), bs.mask.data(), bs.bias.data(), bs.parts.data(),
                                                 bs.queue};
     constexpr int gx = (int)(N / BN);
+    const tc::tma_map mb{p.B.data(), N, K, K, BN / MC, 32, 1}; // MC: each block of a cluster asks for its part of B
     emu_launch((unsigned)BLOCKS, tc::gemm_tma_threads(BM), [&] {
-        const int id = (int)blockIdx.x;
-        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, true, false, false, 1, false, false, 0>(
-            &p.ma, &p.mb, p.C.data(), N, 1.f, 0, nullptr, id % gx, id / gx, nullptr, nullptr, side);
-    });
+        const int id = (int)blockIdx.x, rank = id % MC, t = id / MC;
+        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, true, false, false, 1, (MC > 1), false, 0, MC>(
+            &p.ma, &mb, p.C.data(), N, 1.f, 0, nullptr, t % gx, MC * (t / gx) + rank, nullptr, nullptr, side);
+    }, MC);
     double worst, refmax;
     p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, worst, refmax);
     const bool ok = close_enough(worst, refmax);
-    printf("%s gemm_tma SIDE (the edit-bias sums) BN=%d M=%lld N=%lld K=%lld: max abs err %.3g of %.3g\n",
-           ok ? "PASS" : "FAIL", BN, M, N, K, worst, refmax);
+    printf("%s gemm_tma SIDE (the edit-bias sums) BN=%d M=%lld N=%lld K=%lld MC=%d: max abs err %.3g of %.3g\n",
+           ok ? "PASS" : "FAIL", BN, M, N, K, MC, worst, refmax);
     return bs.check(BLOCKS) && ok;
 }
 
@@ -370,10 +405,16 @@ int main() {
     // tile (M = 300); 128 x 128 tiles (two heads) with six stages and K past them, T = 1.
     failed += !rowdot_case<256, 4, 4, 75, 128>();
     failed += !rowdot_case<128, 6, 130, 1, 224>();
+    failed += !rowdot_case<256, 4, 4, 75, 160, 2>(); // with B multicast (mc=2): 3 row tiles in 2 clusters
     // The edit-bias sums by grad_hidden's producer warps: two warps a row (T = 130) over 9 batch rows (a partial
     // group of eight loads), 4 blocks of 128 x 128; one warp a row (T = 37) beside 128 x 256 tiles, K past 4 stages.
     failed += !bias_side_case<128, 200, 256, 96, 9, 130>();
     failed += !bias_side_case<256, 130, 256, 160, 3, 37>();
+    // B multicast to clusters of two (mc=2): A as stored and truncated, 3 row tiles padded to 4, K in two slices;
+    // A transposed with its column sums; and beside the edit-bias sums (gh_bias with mc=2).
+    failed += !mc_case<false, 256, true, 300, 256, 300, 160>();
+    failed += !mc_case<true, 128, false, 130, 198, 300, 160, true>();
+    failed += !bias_side_case<128, 300, 128, 96, 4, 70, 2>();
     { // product 1 clustered (3 slices: 6 blocks), product 2's 4 blocks padded to 6
         product p1(200, 256, 300, false, 256, 128), p2(200, 256, 200, true, 128, 224);
         failed += !pair_case("emu_pair_1", emu_pair_1, p1, false, p2, true, 12, 3);

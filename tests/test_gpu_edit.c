@@ -14,8 +14,9 @@
  * blocks (ga_rowdot, the default; with ga_tma=1 also 128x128 tiles, two
  * heads a tile, at odd T) and by their own launch (ga_rowdot=0), the side
  * lanes after gA's transposed B (side_start=2), the edit-bias sums made by
- * grad_hidden's producer warps (gh_bias=1), a case past 2^31 elements in
- * each [B, 16, T, T] tensor (also with gh_bias=1), and
+ * grad_hidden's producer warps (gh_bias=1), the products' B tiles multicast
+ * to clusters of two blocks (mc=2), a case past 2^31 elements in each
+ * [B, 16, T, T] tensor (also with gh_bias=1), and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -222,6 +223,13 @@ int main(void) {
     /* ... and by its blocks in a pair launch: first there (T = 200), second (T = 129, after grad_qkv_weight's). */
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "gh_bias=1 pair=1");
     runs[n++] = tiled_run(16, 129, 0.25, MASK0, "gh_bias=1 pair=1");
+    /* B's tiles multicast to clusters of two blocks (mc=2): the products alone at T = 640, at T = 129 (grad_hidden
+     * in three K slices, 9 row tiles padded to 10), gA making the row dots on 128x128 tiles, beside the bias sums
+     * at T = 333 (19 row tiles). */
+    runs[n++] = tiled_run(4, 640, 0.1, 0, "mc=2 pair=0");
+    runs[n++] = tiled_run(8, 129, 0.25, MASK0, "mc=2 pair=0");
+    runs[n++] = tiled_run(16, 129, 0.25, MASK0, "mc=2 ga_tma=1");
+    runs[n++] = tiled_run(7, 333, 0.1, MASK0, "mc=2 gh_bias=1 pair=0");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");

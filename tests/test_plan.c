@@ -314,6 +314,7 @@ typedef struct product_view {
     int red;                         /* its K slices added into its output by float atomics (splitk_red>=1) */
     int rowdot;                      /* gA making the attention pass's row dots (ga_rowdot=1) */
     int side;                        /* grad_hidden making the edit-bias sums (gh_bias=1) */
+    unsigned mc;                     /* its blocks in clusters of mc along M, B's tile multicast (mc=2); 1: none */
 } product_view;
 
 static int ends_with(const char *s, const char *tail) {
@@ -341,6 +342,19 @@ static int kernel_flag(const kernel_plan *p, const plan_launch *x, const char *k
     return at[0] == '1';
 }
 
+/* The line before launch x's kernel's name in the source (its qualifiers), as a string of its own. */
+static const char *kernel_head(const kernel_plan *p, const plan_launch *x) {
+    static char head[256];
+    char name[256];
+    snprintf(name, sizeof name, "\n%s(", x->name);
+    const char *at = strstr(p->source, name), *start = at;
+    assert_non_null(at);
+    while (start > p->source && start[-1] != '\n') start--;
+    assert_true(at - start < (long)sizeof head);
+    snprintf(head, sizeof head, "%.*s", (int)(at - start), start);
+    return head;
+}
+
 /* The view of the product named `name` (e.g. "_grad_qkv_weight") that launch x runs. */
 static product_view view_product(const kernel_plan *p, const plan_launch *x, const char *name) {
     product_view v = {0};
@@ -352,6 +366,7 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
         v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->n_args == 5 ? x->args[4] : "i64:0";
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
         v.cluster = 1;
+        v.mc = strstr(kernel_head(p, x), "__cluster_dims__(1, 2, 1)") ? 2 : 1;
         /* the row dots' and the bias sums' kernels: never */
         v.red = v.rowdot || v.side ? 0 : kernel_flag(p, x, "constexpr bool RED = ");
         return v;
@@ -360,6 +375,7 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
     assert_true(x->grid[1] == 1 && x->grid[2] == 1);
     const char *mid = strstr(x->name, "_and_");
     v.pair = 1;
+    v.mc = 1;
     v.which = strstr(mid, name) != NULL; /* named after "_and_": the second */
     v.side = bias_side_args(x) && !strcmp(name, "_grad_hidden");
     assert_true(v.which || (strstr(x->name, name) && strstr(x->name, name) < mid));
@@ -403,7 +419,9 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_true(strstr(p->tiles, "tma=1") && strstr(p->tiles, "wg=1"));
     const tmap_arg a = parse_tmap(v->a), b = parse_tmap(v->b);
     const int ta = !a.swizzle;
-    const unsigned bm = ta ? a.box_cols : a.box_rows, bn = b.box_rows;
+    /* mc=2: B's box is half its tile, each block of a cluster asking for its half for both */
+    const unsigned bm = ta ? a.box_cols : a.box_rows, bn = b.box_rows * v->mc;
+    assert_true(v->mc == 1 || (v->mc == 2 && !v->pair && !v->clustered));
     assert_true(bm == 128 && (bn == 128 || bn == 256) && b.swizzle && b.box_cols == 32);
     if (ta) assert_int_equal(a.box_rows, 32);
     else assert_int_equal(a.box_cols, 32);
@@ -423,7 +441,11 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_true(m == bt || m == 1024 || m == 3072);
     assert_int_equal(b.cols, (k + 3) / 4 * 4);
     assert_int_equal(v->gx, (unsigned)((b.rows + bn - 1) / bn));
-    assert_int_equal(v->gy, (unsigned)((m + bm - 1) / bm));
+    assert_int_equal(v->gy, (unsigned)((m + bm * v->mc - 1) / (bm * v->mc) * v->mc)); /* whole clusters */
+    if (v->mc > 1) { /* the kernel's MC (gemm_tma_kernel.cu's or gemm_tma_bias_kernel.cu's) */
+        const char *k = strstr(p->source, x->name);
+        assert_true(strstr(k, ", 2>(&map_a, &map_b") || strstr(k, "constexpr int MC = 2,"));
+    }
     assert_int_equal(x->block[0], bm / 64 * 128 + 128);
     /* K slices: their partial products into the workspace, else (added across their cluster, or by float
      * atomics: splitk_red>=1, never with a cluster) the product into its output */
@@ -460,18 +482,6 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     return v->gx * v->gy * v->splits;
 }
 
-/* The line before launch x's kernel's name in the source (its qualifiers), as a string of its own. */
-static const char *kernel_head(const kernel_plan *p, const plan_launch *x) {
-    static char head[256];
-    char name[256];
-    snprintf(name, sizeof name, "\n%s(", x->name);
-    const char *at = strstr(p->source, name), *start = at;
-    assert_non_null(at);
-    while (start > p->source && start[-1] != '\n') start--;
-    assert_true(at - start < (long)sizeof head);
-    snprintf(head, sizeof head, "%.*s", (int)(at - start), start);
-    return head;
-}
 
 /* A pair launch's part of each product (the source's "This launch:" lines):
  * K slices [s0, s0 + ns) x tile rows [y0, y0 + ny). */
@@ -1204,6 +1214,53 @@ static void gh_bias_plans(void **state) {
     gen_close(g);
 }
 
+/* mc=2: every TMA-fed product in a launch of its own (gA making the row
+ * dots too) runs in clusters of two blocks along M (__cluster_dims__(1, 2,
+ * 1), its rows of tiles padded to even), B's box half its tile; pairs as
+ * with mc=1; the launches otherwise the same. */
+static void mc_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{32, 293}, {64, 256}, {4, 288}, {8, 129}, {1, 373}};
+    const char *tiles[] = {"pair=0", "pair=0 gh_bias=1", "pair=0 ga_tma=1", "pair=1", "splitk_red=1 pair=0"};
+    int clustered = 0;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+        for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; ++v) {
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+            char on[64];
+            snprintf(on, sizeof on, "%s mc=2", tiles[v]);
+            kernel_plan p, q;
+            assert_int_equal(gen_plan(g, &s, "sm_90", on, &p), ATTNBWD_OK);
+            assert_int_equal(gen_plan(g, &s, "sm_90", tiles[v], &q), ATTNBWD_OK);
+            assert_int_equal(p.n_launches, q.n_launches);
+            for (int l = 0; l < p.n_launches; ++l) {
+                const plan_launch *x = &p.launches[l], *y = &q.launches[l];
+                assert_string_equal(x->name, y->name);
+                const int tma = x->n_args > 0 && !strncmp(x->args[0], "tmap:", 5) && strstr(x->name, "_grad_") &&
+                                !strstr(x->name, "_reduce") && !strstr(x->name, "_attention_wg") &&
+                                !strstr(x->name, "_grad_query");
+                const int want = tma && !is_pair(x);
+                assert_int_equal(strstr(kernel_head(&p, x), "__cluster_dims__(1, 2, 1)") != NULL, want);
+                if (!want) {
+                    assert_true(x->grid[1] == y->grid[1] && x->n_args == y->n_args);
+                    continue;
+                }
+                clustered++;
+                const char *name = strstr(x->name, "_p0_") + 3;
+                const product_view pv = view_product(&p, x, name);
+                assert_int_equal(pv.mc, 2);
+                check_tma_product(&p, x, &pv, &s);
+                assert_int_equal(x->grid[1] % 2, 0);
+                assert_int_equal(x->grid[1], (y->grid[1] + 1) / 2 * 2);
+                assert_int_equal(parse_tmap(x->args[1]).box_rows * 2, parse_tmap(y->args[1]).box_rows);
+            }
+            kernel_plan_free(&p);
+            kernel_plan_free(&q);
+        }
+    assert_true(clustered >= 10);
+    gen_close(g);
+}
+
 /* The outputs a plan says come out of sums in no fixed order (check's reruns
  * compare those up to the order): exactly the outputs of the TMA-fed
  * products that add their K slices by atomics (splitk_red; output 0
@@ -1477,6 +1534,7 @@ int main(void) {
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(ga_rowdot_plans),
         cmocka_unit_test(gh_bias_plans),
+        cmocka_unit_test(mc_plans),
         cmocka_unit_test(side_start2_plans),
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(pair_dsm_plans),

@@ -178,8 +178,8 @@ inline void mbar_wait(unsigned long long *b, unsigned parity) {
     });
 }
 inline unsigned swz(unsigned off) { return off ^ ((off >> 3) & 0x70); } // the 128-byte swizzle, on smem offsets
-inline void tma_load_2d(void *dst, const tma_map *m, unsigned long long *b, int c0, int c1) {
-    const unsigned base = smem_u32(dst);
+// The box into the shared memory `smem` at offset `base`, its bytes completing on the barrier there at `bar`.
+inline void tma_box_into(unsigned char *smem, unsigned base, const tma_map *m, unsigned bar, int c0, int c1) {
     if (m->swizzle && (base % 1024 || m->box_cols * 4 != 128)) { fprintf(stderr, "bad swizzled box\n"); abort(); }
     if (base % 16) { fprintf(stderr, "box not 16-byte aligned\n"); abort(); }
     for (int r = 0; r < m->box_rows; ++r)
@@ -188,11 +188,39 @@ inline void tma_load_2d(void *dst, const tma_map *m, unsigned long long *b, int 
             const float v = R < m->rows && C < m->cols && R >= 0 && C >= 0 ? m->base[R * m->ld + C] : 0.f;
             unsigned off = (unsigned)((r * m->box_cols + c) * 4);
             if (m->swizzle) off = (base & ~1023u) + swz((base & 1023u) + off) - base;
-            memcpy((char *)dst + off, &v, 4);
+            memcpy(smem + base + off, &v, 4);
         }
     std::lock_guard<std::mutex> l(emu::mu);
-    auto &x = emu::bars.at(b);
+    auto &x = emu::bars.at(smem + bar);
     x.tx -= (long long)m->box_rows * m->box_cols * 4; emu::complete_if(x);
+}
+inline void tma_load_2d(void *dst, const tma_map *m, unsigned long long *b, int c0, int c1) {
+    tma_box_into(emu::this_block->smem, smem_u32(dst), m, smem_u32(b), c0, c1);
+}
+// This block's rank in its cluster (emu_launch's consecutive blocks).
+inline unsigned cluster_ctarank() {
+    const auto &bs = emu::this_cluster->blocks;
+    for (unsigned r = 0; r < bs.size(); ++r)
+        if (bs[r].get() == emu::this_block) return r;
+    abort();
+}
+inline unsigned char *cluster_smem(unsigned rank) {
+    auto &c = *emu::this_cluster;
+    if (rank >= c.blocks.size()) { fprintf(stderr, "rank %u of a cluster of %zu\n", rank, c.blocks.size()); abort(); }
+    return c.blocks[rank]->smem;
+}
+// Multicast: the box into every block of the cluster in `mask`, at dst's and bar's offsets.
+inline void tma_load_2d_mc(void *dst, const tma_map *m, unsigned long long *b, int c0, int c1, unsigned short mask) {
+    for (unsigned r = 0; r < 16; ++r)
+        if (mask >> r & 1) tma_box_into(cluster_smem(r), smem_u32(dst), m, smem_u32(b), c0, c1);
+}
+// An arrival on the barrier at bar's offset in block `rank` of the cluster.
+inline void mbar_arrive_cluster(unsigned long long *b, unsigned rank) {
+    unsigned char *target = cluster_smem(rank) + smem_u32(b);
+    std::lock_guard<std::mutex> l(emu::mu);
+    auto &x = emu::bars.at(target);
+    if (x.pending == 0) { fprintf(stderr, "remote arrive past count\n"); abort(); }
+    x.pending--; emu::complete_if(x);
 }
 inline void fence_async_shared() {}
 // wgmma.fence / commit_group / wait_group are .sync.aligned: every lane of the
