@@ -167,8 +167,8 @@ function M.heuristic(shape, arch)
   -- until measured (docs/benchmarks.md, twenty-third session, says what it
   -- is expected to do).
   t.gh_bias = 0
-  -- mc=2: a TMA-fed product in its own launch in clusters of two blocks
-  -- along M, B's tile multicast by the TMA to both (L2 read once for two).
+  -- mc=2: the TMA-fed products in clusters of two blocks along M, B's tile
+  -- multicast by the TMA to both (L2 read once for two).
   -- Built without a GPU: off until measured (docs/benchmarks.md, twenty-third
   -- session).
   t.mc = 1
@@ -236,8 +236,8 @@ local CHOICES = {
                            .. "blocks where it is TMA-fed and unsplit" },
   { "gh_bias", { 0, 1 }, "the edit-bias sums by a launch of their own after the attention pass, or by "
                          .. "grad_hidden's producer warps beside its tiles where it runs alone, TMA-fed, A as stored" },
-  { "mc", { 1, 2 }, "the TMA-fed products' blocks alone, or (those in a launch of their own) in clusters of two "
-                  .. "along M sharing B's tile by TMA multicast" },
+  { "mc", { 1, 2 }, "the TMA-fed products' blocks alone, or in clusters of two along M sharing B's tile by TMA "
+                  .. "multicast (not pair_kv's parts, nor clusters of K slices)" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },

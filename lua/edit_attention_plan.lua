@@ -305,16 +305,17 @@ local function plan_fused(shape, t, arch)
   -- A TMA-fed product's template values (templates/gemm_tma.cu) and its
   -- arguments (A's map, B's map, output, column sums), and whether it makes
   -- its A's column sums.
-  -- mc=2: a TMA-fed product in its own launch (not K slices in clusters)
-  -- in clusters of two blocks along M, B's tile multicast to both
-  -- (templates/gemm_tma.cu's MC): B's box half its rows.
-  local function multicast(g, paired)
-    return t.mc == 2 and not paired and g.choice.tma == true and not g.choice.cluster and 2 or 1
+  -- mc=2: a TMA-fed product in clusters of two blocks along M, B's tile
+  -- multicast to both (templates/gemm_tma.cu's MC): B's box half its rows.
+  -- In its own launch (not K slices in clusters); a pair launch decides for
+  -- both its products (gemm_pair).
+  local function multicast(g)
+    return t.mc == 2 and g.choice.tma == true and not g.choice.cluster and 2 or 1
   end
-  local function tma_product(g, paired)
+  local function tma_product(g, paired, pair_mc)
     local c, split = g.choice.config, apart(g)
     local sums = makes_sums(g, paired)
-    local mc = multicast(g, paired)
+    local mc = paired and (pair_mc or 1) or multicast(g)
     local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                      RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
                      A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta,
@@ -414,15 +415,17 @@ local function plan_fused(shape, t, arch)
   -- part (the caller then finishes the products after both parts).
   local function gemm_pair(g1, g2, part)
     local name = g1.name .. "_and_" .. g2.name .. (part and "_" .. part or "")
-    local v1, a1, s1 = tma_product(g1, true)
-    local v2, a2, s2 = tma_product(g2, true)
+    -- mc=2: one launch of the pair (not pair_kv's parts), no clusters of K slices.
+    local mc = t.mc == 2 and not part and not g1.choice.cluster and not g2.choice.cluster and 2 or 1
+    local v1, a1, s1 = tma_product(g1, true, mc)
+    local v2, a2, s2 = tma_product(g2, true, mc)
     local values = { NAME = p.prefix .. "_" .. name, NAME1 = g1.name, NAME2 = g2.name, COMMENT1 = g1.comment,
                      COMMENT2 = g2.comment }
     for k, v in pairs(v1) do values[k .. "1"] = v end
     for k, v in pairs(v2) do values[k .. "2"] = v end
     -- pair_dsm: clusters of the split products' slices (one size a launch);
     -- each product's blocks then padded to whole clusters.
-    values.CLUSTER = math.max(v1.CLUSTER, v2.CLUSTER)
+    values.CLUSTER, values.MC = math.max(v1.CLUSTER, v2.CLUSTER, mc), mc
     values.CLUSTER_DIMS = values.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1)", values.CLUSTER) or ""
     -- Each product's blocks: K slices [S0, S0 + NS) x tile rows [Y0, Y0 + NY).
     local blocks = 0
@@ -435,6 +438,7 @@ local function plan_fused(shape, t, arch)
         local q_rows = HID // c.config.bm
         if part == "kv" then y0, ny = q_rows, ny - q_rows else ny = q_rows end
       end
+      ny = ceil_div(ny, mc) * mc -- mc: rows of tiles padded to whole clusters
       values["S0" .. i], values["NS" .. i], values["Y0" .. i], values["NY" .. i] = s0, ns, y0, ny
       blocks = blocks + ceil_div(ceil_div(g.n, c.config.bn) * ny * ns, values.CLUSTER) * values.CLUSTER
     end
@@ -445,7 +449,8 @@ local function plan_fused(shape, t, arch)
     values.SIDE_PARAMS, values.SIDE_DEF, values.SIDE1, values.SIDE2 = "", "", "tc::no_side()", "tc::no_side()"
     for i, g in ipairs { g1, g2 } do
       if g.bias_side then
-        assert(not part and values.CLUSTER == 1, "the bias sums: one launch of the pair, no clusters")
+        assert(not part and not g1.choice.cluster and not g2.choice.cluster,
+               "the bias sums: one launch of the pair, no clusters of K slices")
         values.SIDE_PARAMS = ", const float *__restrict__ gs, const float *__restrict__ edit_region_mask, "
                              .. "float *__restrict__ grad_edit_region_bias, float *__restrict__ parts, "
                              .. "int *__restrict__ queue"

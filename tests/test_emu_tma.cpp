@@ -26,6 +26,7 @@
     , const float *gs, const float *edit_region_mask, float *grad_edit_region_bias, float *parts, int *queue
 #define EMU_SIDE_DEF const tc::bias_side<5, 70, 72, NB2> side{gs, edit_region_mask, grad_edit_region_bias, parts, queue};
 #include "emu_pair_4.inc"
+#include "emu_pair_5.inc"
 
 namespace {
 
@@ -448,6 +449,10 @@ int main() {
         printf("%s   products: max abs err %.3g of %.3g, %.3g of %.3g, column sums' %.3g\n", ok ? "PASS" : "FAIL",
                worst[0], refmax[0], worst[1], refmax[1], sums_err);
         failed += !(bs.check(2) && ok);
+    }
+    { // both products' B multicast to clusters of two (mc=2): B's boxes half their tiles (the products' bn)
+        product p1(300, 256, 300, false, 128, 320), p2(130, 198, 300, true, 64, 320);
+        failed += !pair_case("emu_pair_5", emu_pair_5, p1, false, p2, true, 8, 2);
     }
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID, GS_ROWS) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID, GS_ROWS);
 #include "emu_gq_cases.inc"

@@ -230,6 +230,11 @@ int main(void) {
     runs[n++] = tiled_run(8, 129, 0.25, MASK0, "mc=2 pair=0");
     runs[n++] = tiled_run(16, 129, 0.25, MASK0, "mc=2 ga_tma=1");
     runs[n++] = tiled_run(7, 333, 0.1, MASK0, "mc=2 gh_bias=1 pair=0");
+    /* ... and in pair launches (consecutive blocks): T = 200; B = 1 (grad_hidden in K slices, 3 row tiles padded
+     * to 4); beside the bias sums at T = 129. */
+    runs[n++] = tiled_run(8, 200, 0.1, MASK0, "mc=2 pair=1");
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "mc=2 pair=1");
+    runs[n++] = tiled_run(16, 129, 0.25, MASK0, "mc=2 gh_bias=1 pair=1");
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     runs[n++] = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge");

@@ -375,7 +375,6 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
     assert_true(x->grid[1] == 1 && x->grid[2] == 1);
     const char *mid = strstr(x->name, "_and_");
     v.pair = 1;
-    v.mc = 1;
     v.which = strstr(mid, name) != NULL; /* named after "_and_": the second */
     v.side = bias_side_args(x) && !strcmp(name, "_grad_hidden");
     assert_true(v.which || (strstr(x->name, name) && strstr(x->name, name) < mid));
@@ -392,7 +391,10 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
                             &v.splits, &kslice), 5);
     const tmap_arg b = parse_tmap(v.b), a = parse_tmap(v.a);
     const unsigned long long m = a.swizzle ? a.rows : a.cols;
-    v.gx = (unsigned)((b.rows + bn - 1) / bn), v.gy = (unsigned)((m + bm - 1) / bm);
+    const char *mc = strstr(k, "constexpr int MC = "); /* B multicast (mc=2): rows of tiles padded */
+    assert_non_null(mc);
+    v.mc = (unsigned)strtoul(mc + strlen("constexpr int MC = "), NULL, 10);
+    v.gx = (unsigned)((b.rows + bn - 1) / bn), v.gy = (unsigned)((m + bm * v.mc - 1) / (bm * v.mc) * v.mc);
     /* the kernel's clusters: "constexpr int CLUSTER = c, CLUSTER1 = c1, CLUSTER2 = c2;" */
     const char *cl = strstr(k, "constexpr int CLUSTER = ");
     unsigned c[3];
@@ -421,7 +423,7 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     const int ta = !a.swizzle;
     /* mc=2: B's box is half its tile, each block of a cluster asking for its half for both */
     const unsigned bm = ta ? a.box_cols : a.box_rows, bn = b.box_rows * v->mc;
-    assert_true(v->mc == 1 || (v->mc == 2 && !v->pair && !v->clustered));
+    assert_true(v->mc == 1 || (v->mc == 2 && !v->clustered));
     assert_true(bm == 128 && (bn == 128 || bn == 256) && b.swizzle && b.box_cols == 32);
     if (ta) assert_int_equal(a.box_rows, 32);
     else assert_int_equal(a.box_cols, 32);
@@ -442,9 +444,10 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_int_equal(b.cols, (k + 3) / 4 * 4);
     assert_int_equal(v->gx, (unsigned)((b.rows + bn - 1) / bn));
     assert_int_equal(v->gy, (unsigned)((m + bm * v->mc - 1) / (bm * v->mc) * v->mc)); /* whole clusters */
-    if (v->mc > 1) { /* the kernel's MC (gemm_tma_kernel.cu's or gemm_tma_bias_kernel.cu's) */
+    if (v->mc > 1) { /* the kernel's MC (a product's own kernel, the bias sums', a pair's) */
         const char *k = strstr(p->source, x->name);
-        assert_true(strstr(k, ", 2>(&map_a, &map_b") || strstr(k, "constexpr int MC = 2,"));
+        assert_true(strstr(k, ", 2>(&map_a, &map_b") || strstr(k, "constexpr int MC = 2,") ||
+                    (v->pair && strstr(k, "constexpr int MC = 2;")));
     }
     assert_int_equal(x->block[0], bm / 64 * 128 + 128);
     /* K slices: their partial products into the workspace, else (added across their cluster, or by float
@@ -552,7 +555,9 @@ static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) 
     /* pair_dsm=1 clusters the split products (where one is split) and nothing else does */
     const int dsm = tile(p->tiles, "pair_dsm") == 1 && !kv && !q;
     assert_int_equal(clustered, dsm ? split : 0);
-    assert_int_equal(cluster > 1, clustered > 0);
+    const product_view first = view_product(p, x, names[0]);
+    assert_int_equal(cluster > 1, clustered > 0 || first.mc > 1); /* mc=2: clusters of B's two sharers */
+    if (first.mc > 1) assert_true(cluster == first.mc && !clustered && !kv && !q);
     assert_int_equal(strstr(kernel_head(p, x), "__cluster_dims__") != NULL, cluster > 1);
     if (cluster > 1) {
         char dims[48];
@@ -1214,16 +1219,18 @@ static void gh_bias_plans(void **state) {
     gen_close(g);
 }
 
-/* mc=2: every TMA-fed product in a launch of its own (gA making the row
- * dots too) runs in clusters of two blocks along M (__cluster_dims__(1, 2,
- * 1), its rows of tiles padded to even), B's box half its tile; pairs as
- * with mc=1; the launches otherwise the same. */
+/* mc=2: every TMA-fed product runs in clusters of two blocks along M, B's
+ * box half its tile, its rows of tiles padded to even: in a launch of its
+ * own (gA making the row dots too) as __cluster_dims__(1, 2, 1), in a pair
+ * launch as __cluster_dims__(2, 1, 1) (consecutive blocks; not pair_kv's
+ * parts, nor pair_dsm's clusters of K slices); the launches otherwise the same. */
 static void mc_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
-    const int64_t shapes[][2] = {{32, 293}, {64, 256}, {4, 288}, {8, 129}, {1, 373}};
-    const char *tiles[] = {"pair=0", "pair=0 gh_bias=1", "pair=0 ga_tma=1", "pair=1", "splitk_red=1 pair=0"};
-    int clustered = 0;
+    const int64_t shapes[][2] = {{32, 293}, {64, 256}, {4, 288}, {8, 129}, {1, 373}, {16, 176}};
+    const char *tiles[] = {"pair=0", "pair=0 gh_bias=1", "pair=0 ga_tma=1", "pair=1", "pair=1 gh_bias=1",
+                           "splitk_red=1 pair=0", "pair=1 pair_kv=1", "pair=1 pair_dsm=1"};
+    int alone = 0, paired = 0;
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
         for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; ++v) {
             attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
@@ -1239,13 +1246,29 @@ static void mc_plans(void **state) {
                 const int tma = x->n_args > 0 && !strncmp(x->args[0], "tmap:", 5) && strstr(x->name, "_grad_") &&
                                 !strstr(x->name, "_reduce") && !strstr(x->name, "_attention_wg") &&
                                 !strstr(x->name, "_grad_query");
-                const int want = tma && !is_pair(x);
-                assert_int_equal(strstr(kernel_head(&p, x), "__cluster_dims__(1, 2, 1)") != NULL, want);
-                if (!want) {
-                    assert_true(x->grid[1] == y->grid[1] && x->n_args == y->n_args);
+                const int part = ends_with(x->name, "_kv") || ends_with(x->name, "_q");
+                const int want = tma && !part && !strstr(kernel_head(&q, y), "__cluster_dims__");
+                char head[256];
+                snprintf(head, sizeof head, "%s", kernel_head(&q, y));
+                if (!want) { /* as with mc=1 (pair_dsm's clusters of K slices too) */
+                    assert_string_equal(kernel_head(&p, x), head);
+                    assert_true(x->grid[0] == y->grid[0] && x->grid[1] == y->grid[1] && x->n_args == y->n_args);
                     continue;
                 }
-                clustered++;
+                assert_non_null(strstr(kernel_head(&p, x), is_pair(x) ? "__cluster_dims__(2, 1, 1)"
+                                                                      : "__cluster_dims__(1, 2, 1)"));
+                if (is_pair(x)) {
+                    paired++;
+                    check_tma_pair(&p, l, &s);
+                    for (int w = 0; w < 2; ++w) {
+                        const product_view pv = view_product(&p, x, w ? "_grad_qkv_weight" : "_grad_hidden");
+                        assert_int_equal(pv.mc, 2);
+                        assert_int_equal(parse_tmap(x->args[4 * pv.which + 1]).box_rows * 2,
+                                         parse_tmap(y->args[4 * pv.which + 1]).box_rows);
+                    }
+                    continue;
+                }
+                alone++;
                 const char *name = strstr(x->name, "_p0_") + 3;
                 const product_view pv = view_product(&p, x, name);
                 assert_int_equal(pv.mc, 2);
@@ -1257,7 +1280,7 @@ static void mc_plans(void **state) {
             kernel_plan_free(&p);
             kernel_plan_free(&q);
         }
-    assert_true(clustered >= 10);
+    assert_true(alone >= 10 && paired >= 4);
     gen_close(g);
 }
 
