@@ -414,9 +414,9 @@ function M.candidates(shape)
     t.splitk_red = red
     add(t)
   end
-  local ghb = M.heuristic(shape) -- the bias sums by grad_hidden's producer warps (where it runs alone)
+  local ghb = M.heuristic(shape) -- the bias sums by grad_hidden's producer warps (where B > 1, TMA-fed)
   ghb.gh_bias = 1 - ghb.gh_bias
-  if ghb.pair == 0 then add(ghb) end
+  if shape.batch > 1 then add(ghb) end
   local mcast = M.heuristic(shape) -- B multicast to clusters of two blocks
   mcast.mc = 2
   add(mcast)
