@@ -162,8 +162,8 @@ function M.heuristic(shape, arch)
   -- at the start did not shorten it).
   t.ga_rowdot = 1
   -- gh_bias=1: the edit-bias sums made by grad_hidden's idle producer warps
-  -- beside its tiles (where it runs alone, TMA-fed, A as stored) instead of
-  -- by bias_grads after the pass (the same bits). Built without a GPU: off
+  -- beside its tiles (where it is TMA-fed with A as stored, alone or in one
+  -- pair launch) instead of by bias_grads after the pass (the same bits). Built without a GPU: off
   -- until measured (docs/benchmarks.md, twenty-third session, says what it
   -- is expected to do).
   t.gh_bias = 0
@@ -235,7 +235,8 @@ local CHOICES = {
   { "ga_rowdot", { 0, 1 }, "the row dots of the attention pass by a launch of their own after gA, or by gA's "
                            .. "blocks where it is TMA-fed and unsplit" },
   { "gh_bias", { 0, 1 }, "the edit-bias sums by a launch of their own after the attention pass, or by "
-                         .. "grad_hidden's producer warps beside its tiles where it runs alone, TMA-fed, A as stored" },
+                         .. "grad_hidden's producer warps beside its tiles where it is TMA-fed with A as stored "
+                         .. "(alone or in one pair launch) and B > 1" },
   { "mc", { 1, 2 }, "the TMA-fed products' blocks alone, or in clusters of two along M sharing B's tile by TMA "
                   .. "multicast (not pair_kv's parts, nor clusters of K slices)" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "

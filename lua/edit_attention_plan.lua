@@ -39,6 +39,10 @@ local gemm_smem, wg_smem, tma_smem, tma_threads = tiles.gemm_smem, tiles.wg_smem
 
 -- A plan being built: its workspace (named regions, each 256-byte aligned),
 -- its launches in order and its source parts. Both plans below use one.
+-- The threads of a row of gS in bias_grads (T's columns in fours, whole
+-- warps): templates/bias_rows.cu's bias_row_threads.
+local function bias_row_threads(T) return ceil_div(ceil_div(T, 4), 32) * 32 end
+
 local function new_plan(shape, t)
   local p = { prefix = string.format("edit_attention_bwd_B%d_T%d_p%d", shape.batch, shape.seq_len, t.precision),
               ws = {}, ws_bytes = 0, launches = {}, parts = {}, lane = 0, waiting = {}, started = {}, events = {},
@@ -98,7 +102,7 @@ local function new_plan(shape, t)
   -- gsinv: gS's inverse scales where it is fp16 (gs_half), else "i64:0".
   function p.bias_sums(gs, rows, gsinv)
     rows = rows or POS
-    local ct = ceil_div(ceil_div(shape.seq_len, 4), 32) * 32
+    local ct = bias_row_threads(shape.seq_len)
     p.kernel("bias_grads", { ceil_div(rows, 256 // ct), H, 1 },
              { gs, "in:edit_region_mask", "out:grad_edit_region_bias", p.wsp("biaspart"), "i32:" .. rows,
                gsinv or "i64:0" })
@@ -259,9 +263,8 @@ local function plan_fused(shape, t, arch)
                   ghid.choice.tma == true and t.gh_trunc == 1 and t.gs_store == 1 and not gs_half and not gs_direct and
                   not adds_slices(ghid) and
                   (zero_early or T == POS) and tma_smem(ghid.choice.config, false, false, true) <= smem_limit(arch)
-  local bias_warps = ceil_div(ceil_div(T, 4), 32) -- bias_grads' warps a row: gh_bias's items a row
-  if gh_bias then
-    p.reserve("biaswarp", H * T * bias_warps * 2) -- the items' within/cross sums
+  if gh_bias then -- an item a warp of bias_grads' row
+    p.reserve("biaswarp", H * T * bias_row_threads(T) // 32 * 2) -- the items' within/cross sums
     p.reserve("biasq", 4) -- the items' queue: the next item, the blocks started
   end
   for _, g in ipairs(products) do
@@ -352,6 +355,20 @@ local function plan_fused(shape, t, arch)
   local function bias_final_of_items()
     p.kernel("bias_final", { H, 1, 1 }, { wsp("biaswarp"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
   end
+  -- A TMA-fed kernel's side work (its template's SIDE_PARAMS, SIDE_DEF and
+  -- the SIDE it passes tc::gemm_tma), appended to its arguments: none, or
+  -- (g.bias_side) the edit-bias sums over `blocks` blocks (a number, or the
+  -- pair's NB1 / NB2), with the five arguments they read and write.
+  local function side_work(g, blocks, args)
+    if not g.bias_side then return "", "", "tc::no_side()" end
+    for _, a in ipairs { gs, "in:edit_region_mask", "out:grad_edit_region_bias", wsp("biaswarp"), wsp("biasq") } do
+      args[#args + 1] = a
+    end
+    return ", const float *__restrict__ gs, const float *__restrict__ edit_region_mask, "
+           .. "float *__restrict__ grad_edit_region_bias, float *__restrict__ parts, int *__restrict__ queue",
+           string.format("const tc::bias_side<%d, %d, %d, %s> side{gs, edit_region_mask, grad_edit_region_bias, "
+                         .. "parts, queue}; // over %s blocks", B, T, gs_ld, blocks, blocks), "side"
+  end
   -- The zeros a product adding its K slices (adds_slices) adds them into.
   local function zero_output(g)
     if adds_slices(g) then
@@ -370,14 +387,7 @@ local function plan_fused(shape, t, arch)
       local values, args
       values, args, sums = tma_product(g)
       values.NAME, values.COMMENT = kname, g.comment .. (g.b_direct and "" or "; B transposed")
-      if g.bias_side then -- gh_bias: the edit-bias sums by its producer warps
-        values.B, values.T, values.GS_LD = B, T, gs_ld
-        p.render("gemm_tma_bias_kernel.cu", values)
-        p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", gs, "in:edit_region_mask",
-                                 "out:grad_edit_region_bias", wsp("biaswarp"), wsp("biasq") },
-                 { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, false, true))
-        bias_final_of_items() -- before its reduce, if split
-      elseif makes_rowdots(g) then -- attention_output's 128-row boxes of 32 columns, swizzled
+      if makes_rowdots(g) then -- attention_output's 128-row boxes of 32 columns, swizzled
         values.T = T
         p.render("gemm_tma_rowdot_kernel.cu", values)
         p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one",
@@ -385,9 +395,11 @@ local function plan_fused(shape, t, arch)
                                  wsp("rowdot") },
                  { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, true))
       else
+        local kargs = { args[1], args[2], args[3], "f32:one", args[4] }
+        values.SIDE_PARAMS, values.SIDE_DEF, values.SIDE = side_work(g, grid[1] * grid[2] * grid[3], kargs)
         p.render("gemm_tma_kernel.cu", values)
-        p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] },
-                 { tma_threads(c), 1, 1 }, tma_smem(c, g.ta))
+        p.kernel(g.name, grid, kargs, { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, false, g.bias_side))
+        if g.bias_side then bias_final_of_items() end -- before its reduce, if split
       end
     elseif g.choice.wg then
       p.render("gemm_wg_kernel.cu", {
@@ -446,23 +458,13 @@ local function plan_fused(shape, t, arch)
     -- its blocks); its flag beyond its tiles' shared memory.
     local args = { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" }
     local smem = { g1.choice.smem, g2.choice.smem }
-    values.SIDE_PARAMS, values.SIDE_DEF, values.SIDE1, values.SIDE2 = "", "", "tc::no_side()", "tc::no_side()"
+    values.SIDE_PARAMS, values.SIDE_DEF = "", ""
     for i, g in ipairs { g1, g2 } do
-      if g.bias_side then
-        assert(not part and not g1.choice.cluster and not g2.choice.cluster,
-               "the bias sums: one launch of the pair, no clusters of K slices")
-        values.SIDE_PARAMS = ", const float *__restrict__ gs, const float *__restrict__ edit_region_mask, "
-                             .. "float *__restrict__ grad_edit_region_bias, float *__restrict__ parts, "
-                             .. "int *__restrict__ queue"
-        values.SIDE_DEF = string.format("const tc::bias_side<%d, %d, %d, NB%d> side{gs, edit_region_mask, "
-                                        .. "grad_edit_region_bias, parts, queue}; // over product %d's blocks",
-                                        B, T, gs_ld, i, i)
-        values["SIDE" .. i] = "side"
-        smem[i] = smem[i] + 8
-        for _, a in ipairs { gs, "in:edit_region_mask", "out:grad_edit_region_bias", wsp("biaswarp"), wsp("biasq") } do
-          args[#args + 1] = a
-        end
-      end
+      assert(not g.bias_side or (not part and not g1.choice.cluster and not g2.choice.cluster),
+             "the bias sums: one launch of the pair, no clusters of K slices")
+      local params, def, side = side_work(g, "NB" .. i, args)
+      if g.bias_side then values.SIDE_PARAMS, values.SIDE_DEF, smem[i] = params, def, smem[i] + 8 end
+      values["SIDE" .. i] = side
     end
     p.render("gemm_tma_pair_kernel.cu", values)
     p.kernel(name, { blocks, 1, 1 }, args, { tma_threads(g1.choice.config), 1, 1 }, math.max(smem[1], smem[2]))

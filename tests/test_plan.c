@@ -329,7 +329,7 @@ static int is_pair(const plan_launch *x) { return strstr(x->name, "_and_") != NU
  * items' sums, their queue); NULL for any other launch. */
 static char *const *bias_side_args(const plan_launch *x) {
     if (!strstr(x->name, "_grad_hidden") || strstr(x->name, "_reduce")) return NULL;
-    if (is_pair(x) ? x->n_args != 14 : x->n_args != 9) return NULL;
+    if (is_pair(x) ? x->n_args != 14 : x->n_args != 10) return NULL;
     return x->args + x->n_args - 5;
 }
 
@@ -358,17 +358,16 @@ static const char *kernel_head(const kernel_plan *p, const plan_launch *x) {
 /* The view of the product named `name` (e.g. "_grad_qkv_weight") that launch x runs. */
 static product_view view_product(const kernel_plan *p, const plan_launch *x, const char *name) {
     product_view v = {0};
-    if (!is_pair(x)) { /* map_a, map_b, C, alpha, column sums; or (gA making the row dots) map_o, D; or
-                        * (grad_hidden making the edit-bias sums) gS, the mask, the bias, its items' sums, their queue */
+    if (!is_pair(x)) { /* map_a, map_b, C, alpha, column sums, and (grad_hidden making the edit-bias sums) gS, the
+                        * mask, the bias, its items' sums, their queue; or (gA making the row dots) map_o, D */
         v.rowdot = x->n_args == 6 && ends_with(x->name, "_grad_attn_out");
         v.side = bias_side_args(x) != NULL;
         assert_true(x->n_args == 5 || v.rowdot || v.side);
-        v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = x->n_args == 5 ? x->args[4] : "i64:0";
+        v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = v.rowdot ? "i64:0" : x->args[4];
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
         v.cluster = 1;
         v.mc = strstr(kernel_head(p, x), "__cluster_dims__(1, 2, 1)") ? 2 : 1;
-        /* the row dots' and the bias sums' kernels: never */
-        v.red = v.rowdot || v.side ? 0 : kernel_flag(p, x, "constexpr bool RED = ");
+        v.red = v.rowdot ? 0 : kernel_flag(p, x, "constexpr bool RED = "); /* the row dots' kernel: never */
         return v;
     }
     assert_true(x->n_args == 9 || (x->n_args == 14 && bias_side_args(x))); /* gh_bias: five more */
@@ -444,10 +443,9 @@ static unsigned check_tma_product(const kernel_plan *p, const plan_launch *x, co
     assert_int_equal(b.cols, (k + 3) / 4 * 4);
     assert_int_equal(v->gx, (unsigned)((b.rows + bn - 1) / bn));
     assert_int_equal(v->gy, (unsigned)((m + bm * v->mc - 1) / (bm * v->mc) * v->mc)); /* whole clusters */
-    if (v->mc > 1) { /* the kernel's MC (a product's own kernel, the bias sums', a pair's) */
+    if (v->mc > 1) { /* the kernel's MC (a product's own kernel, a pair's) */
         const char *k = strstr(p->source, x->name);
-        assert_true(strstr(k, ", 2>(&map_a, &map_b") || strstr(k, "constexpr int MC = 2,") ||
-                    (v->pair && strstr(k, "constexpr int MC = 2;")));
+        assert_true(strstr(k, ", 2>(&map_a, &map_b") || (v->pair && strstr(k, "constexpr int MC = 2;")));
     }
     assert_int_equal(x->block[0], bm / 64 * 128 + 128);
     /* K slices: their partial products into the workspace, else (added across their cluster, or by float
@@ -658,7 +656,7 @@ static void check_bias_sums(const kernel_plan *p) {
 /* grad_edit_region_bias's 1024 rows of every head are written once: rows
  * past T by bias_zero_rows at the start on a side lane (zero_early=1 with
  * gs_store=1), the rest by bias_grads, or (gh_bias=1) by grad_hidden's
- * launch (check_gh_bias); else all of them by bias_grads. */
+ * launch (gh_bias_plans); else all of them by bias_grads. */
 static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
     if (!strstr(p->tiles, "fused=1") || !strstr(p->tiles, "gs_store=1")) return;
     const int early = strstr(p->tiles, "zero_early=1") && s->seq_len < 1024;
@@ -1184,7 +1182,9 @@ static void gh_bias_plans(void **state) {
             assert_int_equal(sscanf(k, "tc::bias_side<%lld, %lld, %lld, %31[^>]>", &b_, &t_, &ld_, blocks), 4);
             assert_true(b_ == B && t_ == T && ld_ >= T && ld_ % 4 == 0);
             /* over grad_hidden's blocks (in a pair, the product it is) */
-            assert_string_equal(blocks, !is_pair(gh) ? "BLOCKS" : strstr(gh->name, "_grad_hidden_and_") ? "NB1" : "NB2");
+            char want[32];
+            snprintf(want, sizeof want, "%u", gh->grid[0] * gh->grid[1] * gh->grid[2]);
+            assert_string_equal(blocks, !is_pair(gh) ? want : strstr(gh->name, "_grad_hidden_and_") ? "NB1" : "NB2");
             if (is_pair(gh)) {
                 const product_view other = view_product(&p, gh, "_grad_qkv_weight");
                 assert_false(other.side);
