@@ -65,11 +65,8 @@ extern "C" __global__ void __launch_bounds__(256)
             *reinterpret_cast<float4 *>(out + c) = make_float4(0.f, 0.f, 0.f, 0.f);
     }
     // The row's partials: its warps' sums, in order (bias_final reads rows < T only).
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        within += __shfl_xor_sync(0xffffffffu, within, o);
-        cross += __shfl_xor_sync(0xffffffffu, cross, o);
-    }
+    within = tc::warp_tree_sum(within);
+    cross = tc::warp_tree_sum(cross);
     if (lane == 0) warp_sums[0][warp] = within, warp_sums[1][warp] = cross;
     __syncthreads();
     if (mine && ct == 0 && i < kT) {
