@@ -162,12 +162,14 @@ inline void mbar_expect_tx(unsigned long long *b, unsigned bytes) {
     auto &x = emu::bars.at(b);
     x.tx += bytes; x.pending--; emu::complete_if(x);
 }
-inline void mbar_arrive(unsigned long long *b) {
+// One arrival on the barrier at `b` (this block's or, mbar_arrive_cluster, another's).
+inline void arrive_at(const void *b) {
     std::lock_guard<std::mutex> l(emu::mu);
     auto &x = emu::bars.at(b);
     if (x.pending == 0) { fprintf(stderr, "arrive past count\n"); abort(); }
     x.pending--; emu::complete_if(x);
 }
+inline void mbar_arrive(unsigned long long *b) { arrive_at(b); }
 // try_wait.parity P: true once the phase of parity P has completed (the current phase's parity is not P).
 inline void mbar_wait(unsigned long long *b, unsigned parity) {
     std::unique_lock<std::mutex> l(emu::mu);
@@ -215,13 +217,7 @@ inline void tma_load_2d_mc(void *dst, const tma_map *m, unsigned long long *b, i
         if (mask >> r & 1) tma_box_into(cluster_smem(r), smem_u32(dst), m, smem_u32(b), c0, c1);
 }
 // An arrival on the barrier at bar's offset in block `rank` of the cluster.
-inline void mbar_arrive_cluster(unsigned long long *b, unsigned rank) {
-    unsigned char *target = cluster_smem(rank) + smem_u32(b);
-    std::lock_guard<std::mutex> l(emu::mu);
-    auto &x = emu::bars.at(target);
-    if (x.pending == 0) { fprintf(stderr, "remote arrive past count\n"); abort(); }
-    x.pending--; emu::complete_if(x);
-}
+inline void mbar_arrive_cluster(unsigned long long *b, unsigned rank) { arrive_at(cluster_smem(rank) + smem_u32(b)); }
 inline void fence_async_shared() {}
 // wgmma.fence / commit_group / wait_group are .sync.aligned: every lane of the
 // warp reaches one before any goes on (so lane 0's arrivals after a wait
