@@ -159,7 +159,10 @@ ATTNBWD_API attnbwd_status attnbwd_kernel_get_info(const attnbwd_kernel *k, attn
  * All pointers are device pointers: the fp32 ones 16-byte aligned and the
  * masks 4-byte aligned, as cudaMalloc and PyTorch give them (kernels for
  * T < 16 with T % 4 != 0 need less; a misaligned pointer is refused).
- * stream: a CUstream / cudaStream_t (NULL: the legacy stream). */
+ * stream: a CUstream / cudaStream_t (NULL: the legacy stream).
+ * Each new set of pointers is checked with the driver before the launch
+ * (see attnbwd_edit_attention_bwd); grad_scores may not share memory with
+ * the inputs. */
 ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const float *grad_output,
                                                        const float *p_attn, const uint8_t *mask,
                                                        const uint8_t *dropout_mask, float p_dropout,
@@ -189,7 +192,14 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
  * the kernel keeps, and replayed while they stay the same: one launch on
  * `stream`, the same results; $ATTNBWD_GRAPHS=0 turns that off. While
  * `stream` is being captured by the caller, the launches go into the
- * caller's graph instead. */
+ * caller's graph instead.
+ * Before the first launch of a new set of pointers each buffer the kernels
+ * read or write (the workspace too) is checked with the driver: memory the
+ * device can reach, of the context's device, long enough for the shape to
+ * the end of its allocation; and no output shares memory with another
+ * argument. A failed check is ATTNBWD_ERR_INVALID_ARGUMENT naming the
+ * argument, nothing launched ($ATTNBWD_POINTER_CHECKS=0 skips the driver's
+ * part). */
 typedef struct attnbwd_edit_attention_args {
     /* inputs */
     const float *grad_output;             /* [B,T,1024] */

@@ -125,6 +125,9 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     /* Repeated calls of problem 2 replayed from a CUDA graph (1, the default), or always launched directly (0). */
     const char *graphs = getenv("ATTNBWD_GRAPHS");
     ctx->graphs = !(graphs && !strcmp(graphs, "0"));
+    /* Each new set of a launch's pointers checked with the driver (1, the default), or not (0). */
+    const char *checks = getenv("ATTNBWD_POINTER_CHECKS");
+    ctx->pointer_checks = !(checks && !strcmp(checks, "0"));
     log_line(&ctx->log, ATTNBWD_LOG_INFO, "context: arch %s, device %s, cache %s", ctx->arch,
              ctx->have_device ? ctx->dev.name : "none", ctx->cache.dir ? ctx->cache.dir : "off");
     err_clear();

@@ -45,6 +45,8 @@
     X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec, CUstream))                                    \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec))                                    \
     X(cuGraphDestroy, "cuGraphDestroy", (CUgraph))                                                \
+    X(cuPointerGetAttributes, "cuPointerGetAttributes",                                          \
+      (unsigned, CUpointer_attribute *, void **, CUdeviceptr))                                    \
     X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                          \
       (CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *, \
        const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,          \
@@ -139,6 +141,7 @@ attnbwd_status drv_device_open(int ordinal, drv_device *dev) {
     int optin = 0;
     CU_CHECK(p_cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d));
     dev->max_shared_optin = (size_t)optin;
+    CU_CHECK(p_cuDeviceGetAttribute(&dev->pageable_access, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, d));
     CUcontext ctx;
     CU_CHECK(p_cuDevicePrimaryCtxRetain(&ctx, d));
     dev->cu_ctx = ctx;
@@ -239,6 +242,33 @@ attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3
         CU_CHECK(p_cuLaunchKernel((CUfunction)function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                   shared_bytes, (CUstream)stream, args, NULL));
     }
+cleanup:
+    leave(pushed);
+    return status;
+}
+
+attnbwd_status drv_pointer_info(drv_device *dev, const void *p, drv_pointer *info) {
+    attnbwd_status status = ATTNBWD_OK;
+    unsigned type = 0;
+    int device = -1;
+    unsigned managed = 0; /* 4 bytes, whether the driver writes a bool or an int */
+    CUdeviceptr start = 0;
+    size_t bytes = 0;
+    CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                   CU_POINTER_ATTRIBUTE_IS_MANAGED, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+    void *data[] = {&type, &device, &managed, &start, &bytes};
+    memset(info, 0, sizeof *info);
+    int pushed = enter(dev, &status);
+    if (pushed < 0) return status;
+    /* Memory CUDA does not know is no error here: its attributes stay 0. */
+    CU_CHECK(p_cuPointerGetAttributes(5, attrs, data, (CUdeviceptr)(uintptr_t)p));
+    info->kind = type == CU_MEMORYTYPE_DEVICE ? DRV_MEM_DEVICE : type == CU_MEMORYTYPE_HOST ? DRV_MEM_HOST
+                                                                                            : DRV_MEM_UNKNOWN;
+    info->managed = managed != 0;
+    info->device = device;
+    info->start = (uintptr_t)start;
+    info->bytes = bytes;
 cleanup:
     leave(pushed);
     return status;

@@ -16,6 +16,7 @@ typedef struct drv_device {
     int cc_major, cc_minor;
     int sm_count;
     size_t max_shared_optin;
+    int pageable_access;        /* kernels may read and write memory CUDA does not know (HMM, ATS) */
     char name[256];
 } drv_device;
 
@@ -44,6 +45,17 @@ void drv_module_unload(drv_device *dev, void *module);
 attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3],
                           const unsigned block[3], unsigned shared_bytes, void *stream,
                           void **args, int programmatic);
+
+/* What the driver knows of the memory at p (cuPointerGetAttributes): its
+ * kind, whether managed, the device it was allocated on or registered with,
+ * and the allocation or reserved address range it lies in (0, 0 where none). */
+enum { DRV_MEM_UNKNOWN = 0, DRV_MEM_HOST = 1, DRV_MEM_DEVICE = 2 };
+typedef struct drv_pointer {
+    int kind, managed, device;
+    uintptr_t start;
+    size_t bytes;
+} drv_pointer;
+attnbwd_status drv_pointer_info(drv_device *dev, const void *p, drv_pointer *info);
 
 /* A 2-D TMA tensor map (CUtensorMap: 128 bytes at map, 64-byte aligned) over
  * the fp32 matrix [rows, cols] at base, ld floats between rows, boxes of

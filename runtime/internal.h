@@ -45,6 +45,12 @@ struct attnbwd_kernel {
     void *graph_exec;
     attnbwd_edit_attention_args graph_args, last_args;
     int have_last, graph_failed;
+    /* The last arguments whose memory passed pointers_check (problem 2;
+     * under launch_mu), and problem 1's, as a hash of its pointers (its calls
+     * take no lock). */
+    attnbwd_edit_attention_args checked_args;
+    int have_checked;
+    _Atomic uint64_t checked_hash;
     unsigned long graph_replays; /* for the tests */
 };
 
@@ -72,6 +78,7 @@ struct attnbwd_ctx {
     int one_stream;          /* $ATTNBWD_ONE_STREAM: plans run on the caller's stream alone */
     int lane_priority;       /* $ATTNBWD_LANE_PRIORITY != 0: lane 0 on our high-priority stream */
     int graphs;              /* $ATTNBWD_GRAPHS != 0 (the default): repeated calls replay a CUDA graph */
+    int pointer_checks;      /* $ATTNBWD_POINTER_CHECKS != 0 (the default): pointers_check asks the driver */
 };
 
 /* kernel_table.c */

@@ -16,33 +16,75 @@
 
 #include "error.h"
 #include "internal.h"
+#include "pointer_check.h"
 
 size_t attnbwd_edit_attention_workspace(const attnbwd_kernel *k) {
     return k && k->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD ? k->plan.workspace_bytes : 0;
 }
 
-/* A named pointer of the args struct. */
+/* A named pointer of the args struct: its use (not read; read; written)
+ * and its elements (floats) as a function of B and T. */
+enum { UNUSED, READ, WRITTEN };
+typedef enum { N_NONE, N_BT, N_BT_HIDDEN, N_HEADS_D, N_PROBS, N_QKV_W, N_OUT_W, N_QKV, N_HIDDEN, N_EDIT, N_HEADS } extent;
 typedef struct named_ptr {
     const char *name;
     size_t offset;
-    int required;
+    int use;
+    extent n;
 } named_ptr;
 
-#define F(field, req) {#field, offsetof(attnbwd_edit_attention_args, field), req}
+#define F(field, use, n) {#field, offsetof(attnbwd_edit_attention_args, field), use, n}
 static const named_ptr pointers[] = {
-    F(grad_output, 1), F(hidden_states, 1), F(edit_region_mask, 1), F(qkv_weight, 1), F(qkv_bias, 0),
-    F(out_weight, 1), F(out_bias, 0), F(edit_region_bias, 0), F(within_edit_bias, 0), F(cross_edit_bias, 0),
-    F(attention_mask, 1), F(query, 1), F(key, 1), F(value, 1), F(attention_scores, 0), F(attention_probs, 1),
-    F(attention_probs_dropped, 1), F(attention_output, 1), F(dropout_mask, 0), F(grad_hidden_states, 1),
-    F(grad_qkv_weight, 1), F(grad_qkv_bias, 1), F(grad_out_weight, 1), F(grad_out_bias, 1),
-    F(grad_edit_region_bias, 1), F(grad_within_edit_bias, 1), F(grad_cross_edit_bias, 1),
+    F(grad_output, READ, N_BT_HIDDEN), F(hidden_states, READ, N_BT_HIDDEN), F(edit_region_mask, READ, N_BT),
+    F(qkv_weight, READ, N_QKV_W), F(qkv_bias, UNUSED, N_NONE), F(out_weight, READ, N_OUT_W),
+    F(out_bias, UNUSED, N_NONE), F(edit_region_bias, UNUSED, N_NONE), F(within_edit_bias, UNUSED, N_NONE),
+    F(cross_edit_bias, UNUSED, N_NONE), F(attention_mask, READ, N_BT), F(query, READ, N_HEADS_D),
+    F(key, READ, N_HEADS_D), F(value, READ, N_HEADS_D), F(attention_scores, UNUSED, N_NONE),
+    F(attention_probs, READ, N_PROBS), F(attention_probs_dropped, READ, N_PROBS),
+    F(attention_output, READ, N_BT_HIDDEN), F(dropout_mask, UNUSED, N_NONE),
+    F(grad_hidden_states, WRITTEN, N_BT_HIDDEN), F(grad_qkv_weight, WRITTEN, N_QKV_W),
+    F(grad_qkv_bias, WRITTEN, N_QKV), F(grad_out_weight, WRITTEN, N_OUT_W), F(grad_out_bias, WRITTEN, N_HIDDEN),
+    F(grad_edit_region_bias, WRITTEN, N_EDIT), F(grad_within_edit_bias, WRITTEN, N_HEADS),
+    F(grad_cross_edit_bias, WRITTEN, N_HEADS),
 };
 #undef F
+#define N_POINTERS (sizeof pointers / sizeof pointers[0])
+
+static size_t elements(extent n, size_t B, size_t T) {
+    switch (n) {
+    case N_BT: return B * T;
+    case N_BT_HIDDEN: return B * T * 1024;
+    case N_HEADS_D: return B * 16 * T * 64;
+    case N_PROBS: return B * 16 * T * T;
+    case N_QKV_W: return 3072 * 1024;
+    case N_OUT_W: return 1024 * 1024;
+    case N_QKV: return 3072;
+    case N_HIDDEN: return 1024;
+    case N_EDIT: return 16 * 1024 * 1024;
+    case N_HEADS: return 16;
+    default: return 0;
+    }
+}
 
 static void *field(const attnbwd_edit_attention_args *a, const named_ptr *p) {
     void *v;
     memcpy(&v, (const char *)a + p->offset, sizeof v);
     return v;
+}
+
+/* The memory of every pointer the plan reads or writes, the workspace's too. */
+static attnbwd_status check_memory(attnbwd_kernel *k, const attnbwd_edit_attention_args *a) {
+    arg_range r[N_POINTERS + 1];
+    size_t n = 0;
+    const size_t B = (size_t)k->shape.batch, T = (size_t)k->shape.seq_len;
+    for (size_t i = 0; i < N_POINTERS; ++i)
+        if (pointers[i].use != UNUSED)
+            r[n++] = (arg_range){pointers[i].name, field(a, &pointers[i]), 4 * elements(pointers[i].n, B, T),
+                                 pointers[i].use == WRITTEN};
+    if (k->plan.workspace_bytes) r[n++] = (arg_range){"workspace", a->workspace, k->plan.workspace_bytes, 1};
+    char shape[64];
+    snprintf(shape, sizeof shape, "B=%zu, T=%zu", B, T);
+    return pointers_check(k->ctx, r, n, "args->", shape);
 }
 
 /* One bound argument: storage for its value and the pointer cuLaunchKernel takes. */
@@ -77,7 +119,7 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spe
         return bind_tensor_map(a, spec, v);
     } else if (!strncmp(spec, "in:", 3) || !strncmp(spec, "out:", 4)) {
         const char *name = strchr(spec, ':') + 1;
-        for (size_t i = 0; i < sizeof pointers / sizeof pointers[0]; ++i)
+        for (size_t i = 0; i < N_POINTERS; ++i)
             if (!strcmp(pointers[i].name, name)) {
                 v->ptr = field(a, &pointers[i]);
                 return ATTNBWD_OK;
@@ -170,7 +212,7 @@ static attnbwd_status launch_plan(attnbwd_kernel *k, const attnbwd_edit_attentio
 /* Every field the launches read, compared by value (not the struct's bytes:
  * its padding may differ between two calls of the same arguments). */
 static int same_call(const attnbwd_edit_attention_args *a, const attnbwd_edit_attention_args *b) {
-    for (size_t i = 0; i < sizeof pointers / sizeof pointers[0]; ++i)
+    for (size_t i = 0; i < N_POINTERS; ++i)
         if (field(a, &pointers[i]) != field(b, &pointers[i])) return 0;
     return !memcmp(&a->scale, &b->scale, sizeof a->scale) && !memcmp(&a->dropout_p, &b->dropout_p, sizeof a->dropout_p) &&
            a->workspace == b->workspace && a->workspace_bytes == b->workspace_bytes;
@@ -182,6 +224,14 @@ static int same_call(const attnbwd_edit_attention_args *a, const attnbwd_edit_at
  * replay. Not while the caller's stream is itself being captured (the
  * caller's graph takes the launches), nor with ATTNBWD_GRAPHS=0. */
 static attnbwd_status call_locked(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream) {
+    /* The memory is asked about once for a set of arguments: a training
+     * loop's repeated calls (and the graph's replays) pay nothing for it. */
+    if (!k->have_checked || !same_call(args, &k->checked_args)) {
+        attnbwd_status s = check_memory(k, args);
+        if (s != ATTNBWD_OK) return s;
+        k->checked_args = *args;
+        k->have_checked = 1;
+    }
     int capturing = 1;
     if (k->ctx->graphs && !k->graph_failed && drv_stream_capturing(&k->ctx->dev, stream, &capturing) == ATTNBWD_OK &&
         !capturing) {
@@ -206,9 +256,9 @@ attnbwd_status attnbwd_edit_attention_bwd(attnbwd_kernel *k, const attnbwd_edit_
     if (!args) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args is NULL");
     if (k->shape.problem != ATTNBWD_EDIT_ATTENTION_BWD || !k->plan.n_launches)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "kernel %s is not an edit-attention backward kernel", k->plan.name);
-    for (size_t i = 0; i < sizeof pointers / sizeof pointers[0]; ++i) {
+    for (size_t i = 0; i < N_POINTERS; ++i) {
         void *p = field(args, &pointers[i]);
-        if (pointers[i].required && !p) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args->%s is NULL", pointers[i].name);
+        if (pointers[i].use != UNUSED && !p) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args->%s is NULL", pointers[i].name);
         if (p && (uintptr_t)p % k->plan.align)
             return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "args->%s = %p is not %u-byte aligned, as this kernel's loads need",
                            pointers[i].name, p, k->plan.align);

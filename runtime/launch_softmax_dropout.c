@@ -2,9 +2,16 @@
  * caller's stream. Hot path: no allocation, no lock once the module is loaded. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
+#include <xxhash.h>
 
 #include "error.h"
 #include "internal.h"
+#include "pointer_check.h"
 
 static attnbwd_status check_ptr(const void *p, const char *name, uintptr_t align) {
     if (!p) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s is NULL", name);
@@ -12,6 +19,25 @@ static attnbwd_status check_ptr(const void *p, const char *name, uintptr_t align
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s = %p is not %u-byte aligned, as this kernel's loads need",
                        name, p, (unsigned)align);
     return ATTNBWD_OK;
+}
+
+/* The memory of the call's pointers, asked about once for a set of them:
+ * the set's hash is kept (lock-free, as the rest of a call). */
+static attnbwd_status check_memory(attnbwd_kernel *k, const float *grad_output, const float *p_attn,
+                                   const uint8_t *mask, const uint8_t *dropout_mask, float *grad_scores) {
+    const void *set[5] = {grad_output, p_attn, mask, grad_scores, k->shape.dropout ? dropout_mask : NULL};
+    const uint64_t h = XXH3_64bits(set, sizeof set) | 1; /* 0: none checked yet */
+    if (atomic_load_explicit(&k->checked_hash, memory_order_relaxed) == h) return ATTNBWD_OK;
+    const size_t B = (size_t)k->shape.batch, H = (size_t)k->shape.heads, T = (size_t)k->shape.seq_len,
+                 n = B * H * T * T;
+    const arg_range r[] = {{"grad_output", grad_output, 4 * n, 0}, {"p_attn", p_attn, 4 * n, 0},
+                           {"mask", mask, B * T * T, 0}, {"grad_scores", grad_scores, 4 * n, 1},
+                           {"dropout_mask", dropout_mask, n, 0}};
+    char shape[80];
+    snprintf(shape, sizeof shape, "B=%zu, H=%zu, T=%zu", B, H, T);
+    attnbwd_status s = pointers_check(k->ctx, r, k->shape.dropout ? 5 : 4, "", shape);
+    if (s == ATTNBWD_OK) atomic_store_explicit(&k->checked_hash, h, memory_order_relaxed);
+    return s;
 }
 
 attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const float *grad_output, const float *p_attn,
@@ -34,6 +60,7 @@ attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const float *grad_
         return s;
     if (k->shape.dropout && (s = check_ptr(dropout_mask, "dropout_mask", ba))) return s;
     if ((s = kernel_ensure_loaded(k)) != ATTNBWD_OK) return s;
+    if ((s = check_memory(k, grad_output, p_attn, mask, dropout_mask, grad_scores)) != ATTNBWD_OK) return s;
 
     /* g * dropout_mask / (1 - p), as one multiply by a correctly rounded 1/(1-p). */
     float keep_scale = k->shape.dropout ? (float)(1.0 / (1.0 - (double)p_dropout)) : 1.0f;
