@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda.h>
@@ -83,11 +84,16 @@ static const char *cu_name(CUresult r) {
         }                                                                                  \
     } while (0)
 
+/* $ATTNBWD_LIBCUDA names another driver library (tests/fake_cuda's, which
+ * records what the library asks of it; NVRTC, which loads libcuda.so.1
+ * itself where there is one, must not get that one). */
 static void load_driver(void) {
-    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char *lib = getenv("ATTNBWD_LIBCUDA");
+    if (!lib || !*lib) lib = "libcuda.so.1";
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         load_status = ATTNBWD_ERR_NO_DRIVER;
-        snprintf(load_error, sizeof load_error, "no CUDA driver: dlopen(libcuda.so.1): %s", dlerror());
+        snprintf(load_error, sizeof load_error, "no CUDA driver: dlopen(%s): %s", lib, dlerror());
         return;
     }
 #define RESOLVE(name, sym, args)                                                                       \

@@ -1,0 +1,369 @@
+/* The launch path without a GPU, through tests/fake_cuda's driver library
+ * ($ATTNBWD_LIBCUDA, set by tests/CMakeLists.txt): every kernel of a plan launched
+ * with the plan's grid, block and shared memory, on its lanes, joined back
+ * to the caller's stream; the second identical call captured into a graph
+ * and the third replayed from it; tensor maps the TMA would take; and the
+ * pointer checks: a buffer too small for the shape, another device's memory,
+ * host memory, an output sharing memory with another argument, each refused
+ * by name before anything is launched, and asked about once for a set of
+ * pointers. */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "fake_cuda/fake_cuda.h"
+#include "internal.h"
+#include "test_util.h"
+
+static fake_cuda_alloc_fn fake_alloc;
+static fake_cuda_count_fn fake_count;
+static fake_cuda_launch_fn fake_launch_at;
+static fake_cuda_reset_fn fake_reset;
+static fake_cuda_set_fn fake_set;
+/* The fake's own entry points (CUresult is an int). */
+static int (*fake_begin_capture)(void *, int);
+static int (*fake_end_capture)(void *, void **);
+static int (*fake_stream_create)(void **, unsigned, int);
+static int (*fake_primary_retain)(void **, int);
+static int (*fake_push)(void *);
+static int (*fake_pop)(void **);
+
+#define EXPECT_STATUS(call, status, needle)                                               \
+    do {                                                                                  \
+        attnbwd_status s_ = (call);                                                       \
+        if (s_ != (status) || !strstr(attnbwd_last_error(), (needle)))                    \
+            fail_msg("%s: got %s \"%s\", expected %s with \"%s\"", #call,                 \
+                     attnbwd_status_name(s_), attnbwd_last_error(), #status, (needle));   \
+    } while (0)
+
+static int find_fake(void **state) {
+    (void)state;
+    const char *lib = getenv("ATTNBWD_LIBCUDA");
+    void *h = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
+    if (!h) {
+        fprintf(stderr, "ATTNBWD_LIBCUDA (%s) should name tests/fake_cuda's library: %s\n", lib ? lib : "unset",
+                dlerror());
+        return -1;
+    }
+    *(void **)&fake_alloc = dlsym(h, "fake_cuda_alloc");
+    *(void **)&fake_count = dlsym(h, "fake_cuda_count");
+    *(void **)&fake_launch_at = dlsym(h, "fake_cuda_launch");
+    *(void **)&fake_reset = dlsym(h, "fake_cuda_reset");
+    *(void **)&fake_set = dlsym(h, "fake_cuda_set");
+    *(void **)&fake_begin_capture = dlsym(h, "cuStreamBeginCapture_v2");
+    *(void **)&fake_end_capture = dlsym(h, "cuStreamEndCapture");
+    *(void **)&fake_stream_create = dlsym(h, "cuStreamCreateWithPriority");
+    *(void **)&fake_primary_retain = dlsym(h, "cuDevicePrimaryCtxRetain");
+    *(void **)&fake_push = dlsym(h, "cuCtxPushCurrent_v2");
+    *(void **)&fake_pop = dlsym(h, "cuCtxPopCurrent_v2");
+    if (!fake_alloc || !fake_count || !fake_launch_at || !fake_reset || !fake_set) {
+        fprintf(stderr, "%s is not tests/fake_cuda's library\n", lib);
+        return -1;
+    }
+    return 0;
+}
+
+/* A context on the fake's device 0 (an "H200", sm_90), memory cache only. */
+static attnbwd_ctx *open_ctx(void) {
+    attnbwd_options o;
+    attnbwd_options_init(&o);
+    o.disk_cache = 0;
+    o.log_level = ATTNBWD_LOG_QUIET;
+    attnbwd_ctx *ctx = NULL;
+    if (attnbwd_open(&o, &ctx) != ATTNBWD_OK) fail_msg("attnbwd_open: %s", attnbwd_last_error());
+    return ctx;
+}
+
+static attnbwd_kernel *edit_kernel(attnbwd_ctx *ctx, int64_t B, int64_t T, const char *tiles) {
+    attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, ATTNBWD_PRECISION_TF32};
+    attnbwd_kernel *k = NULL;
+    attnbwd_status st = tiles ? attnbwd_get_kernel_tiles(ctx, &s, tiles, &k) : attnbwd_get_kernel(ctx, &s, &k);
+    if (st != ATTNBWD_OK) fail_msg("edit kernel B=%lld T=%lld: %s", (long long)B, (long long)T, attnbwd_last_error());
+    return k;
+}
+
+static float *dev_floats(size_t n) { return fake_alloc(4 * n, FAKE_MEM_DEVICE, 0, 0); }
+
+/* Every buffer of the spec on device 0, exactly its size. */
+static attnbwd_edit_attention_args edit_args(const attnbwd_kernel *k) {
+    const size_t B = (size_t)k->shape.batch, T = (size_t)k->shape.seq_len;
+    attnbwd_edit_attention_args a = {0};
+    a.grad_output = dev_floats(B * T * 1024);
+    a.hidden_states = dev_floats(B * T * 1024);
+    a.edit_region_mask = dev_floats(B * T);
+    a.qkv_weight = dev_floats(3072 * 1024);
+    a.out_weight = dev_floats(1024 * 1024);
+    a.attention_mask = dev_floats(B * T);
+    a.query = dev_floats(B * 16 * T * 64);
+    a.key = dev_floats(B * 16 * T * 64);
+    a.value = dev_floats(B * 16 * T * 64);
+    a.attention_probs = dev_floats(B * 16 * T * T);
+    a.attention_probs_dropped = dev_floats(B * 16 * T * T);
+    a.attention_output = dev_floats(B * T * 1024);
+    a.scale = 0.125f;
+    a.dropout_p = 0.1f;
+    a.grad_hidden_states = dev_floats(B * T * 1024);
+    a.grad_qkv_weight = dev_floats(3072 * 1024);
+    a.grad_qkv_bias = dev_floats(3072);
+    a.grad_out_weight = dev_floats(1024 * 1024);
+    a.grad_out_bias = dev_floats(1024);
+    a.grad_edit_region_bias = dev_floats(16 * 1024 * 1024);
+    a.grad_within_edit_bias = dev_floats(16);
+    a.grad_cross_edit_bias = dev_floats(16);
+    a.workspace_bytes = attnbwd_edit_attention_workspace(k);
+    a.workspace = fake_alloc(a.workspace_bytes, FAKE_MEM_DEVICE, 0, 0);
+    return a;
+}
+
+/* The recorded launches are the plan's, each once (grid, block, shared
+ * memory by name), none captured unless `captured`. */
+static void expect_plan_launched(const attnbwd_kernel *k, int captured) {
+    const kernel_plan *p = &k->plan;
+    assert_int_equal(fake_count("launches"), p->n_launches);
+    assert_int_equal(fake_count("captured"), captured ? p->n_launches : 0);
+    char *used = calloc((size_t)p->n_launches, 1);
+    for (int i = 0; i < p->n_launches; ++i) {
+        const fake_launch *l = fake_launch_at(i);
+        int found = -1;
+        for (int j = 0; j < p->n_launches && found < 0; ++j)
+            if (!used[j] && !strcmp(p->launches[j].name, l->name) && !memcmp(p->launches[j].grid, l->grid, 12) &&
+                !memcmp(p->launches[j].block, l->block, 12) && p->launches[j].shared_bytes == l->shared_bytes)
+                found = j;
+        if (found < 0)
+            fail_msg("%s: launch %d (%s, grid %u %u %u, %u bytes) is none of the plan's", p->name, i, l->name,
+                     l->grid[0], l->grid[1], l->grid[2], l->shared_bytes);
+        used[found] = 1;
+        assert_int_equal(l->programmatic, p->launches[found].pdl != 0);
+    }
+    free(used);
+}
+
+/* Each plan launched whole on its lanes: at a small odd T, at a public
+ * workload with its tuning entry, past 2^31 elements of P (B*16*T^2), and
+ * with the TMA products' clusters and the bias sums beside grad_hidden. */
+static void edit_plans_launch_whole(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    const struct {
+        int64_t B, T;
+        const char *tiles;
+    } cases[] = {{2, 17, NULL}, {4, 288, NULL}, {129, 1021, NULL}, {8, 448, "mc=2 gh_bias=1"}, {1, 1, NULL}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+        attnbwd_kernel *k = edit_kernel(ctx, cases[c].B, cases[c].T, cases[c].tiles);
+        attnbwd_edit_attention_args a = edit_args(k);
+        fake_reset();
+        if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK)
+            fail_msg("B=%lld T=%lld: %s", (long long)cases[c].B, (long long)cases[c].T, attnbwd_last_error());
+        expect_plan_launched(k, 0);
+        assert_true(k->plan.n_lanes > 1);
+        assert_true(fake_count("tensor_maps") > (cases[c].T > 1 ? 0 : -1));
+    }
+    attnbwd_close(ctx);
+}
+
+/* The first call runs the plan, the second captures it (its launches into
+ * the graph, every lane joined back, else the capture fails) and replays it,
+ * later ones only replay. The pointers are asked about once. */
+static void repeated_calls_replay_a_graph(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+    attnbwd_edit_attention_args a = edit_args(k);
+    fake_reset();
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    expect_plan_launched(k, 0);
+    const long queries = fake_count("pointer_queries");
+    assert_int_equal(queries, 21); /* the 20 buffers read or written and the workspace */
+    fake_reset();
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    expect_plan_launched(k, 1);
+    assert_int_equal(fake_count("graph_launches"), 1);
+    fake_reset();
+    for (int i = 0; i < 3; ++i) assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    assert_int_equal(fake_count("launches"), 0);
+    assert_int_equal(fake_count("graph_launches"), 3);
+    assert_int_equal(fake_count("pointer_queries"), 0);
+    /* New pointers: checked again, launched directly. */
+    attnbwd_edit_attention_args b = a;
+    b.grad_hidden_states = dev_floats(2 * 17 * 1024);
+    fake_reset();
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &b, NULL), ATTNBWD_OK);
+    expect_plan_launched(k, 0);
+    assert_int_equal(fake_count("pointer_queries"), queries);
+    attnbwd_close(ctx);
+}
+
+/* While the caller's stream is being captured, the plan goes into the
+ * caller's graph: no graph of ours. */
+static void callers_capture_takes_the_launches(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+    attnbwd_edit_attention_args a = edit_args(k);
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK); /* the module and lanes made */
+    /* The caller's stream, made as the CUDA runtime would: in the primary context, current. */
+    void *stream = NULL, *graph = NULL, *primary = NULL;
+    assert_int_equal(fake_primary_retain(&primary, 0), 0);
+    assert_int_equal(fake_push(primary), 0);
+    assert_int_equal(fake_stream_create(&stream, 1, 0), 0);
+    fake_reset();
+    assert_int_equal(fake_begin_capture(stream, 0), 0);
+    for (int i = 0; i < 2; ++i) assert_int_equal(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_OK);
+    assert_int_equal(fake_end_capture(stream, &graph), 0); /* every lane joined back to the caller's stream */
+    assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
+    assert_int_equal(fake_count("captured"), 2 * k->plan.n_launches);
+    assert_int_equal(fake_count("graph_launches"), 0);
+    assert_int_equal(fake_pop(&primary), 0);
+    free(graph);
+    free(stream);
+    attnbwd_close(ctx);
+}
+
+/* Each wrong buffer refused by name, before any launch. */
+static void edit_pointers_checked(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+    const attnbwd_edit_attention_args good = edit_args(k);
+    attnbwd_edit_attention_args a = good;
+    fake_reset();
+    a.attention_probs = dev_floats(2 * 16 * 17 * 17 - 1);
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "args->attention_probs");
+    assert_non_null(strstr(attnbwd_last_error(), "read 36992 bytes from there (B=2, T=17)"));
+    assert_non_null(strstr(attnbwd_last_error(), "is the shape right?"));
+    a = good;
+    a.grad_hidden_states = (float *)((char *)good.grad_hidden_states + 16); /* 16 bytes past its start */
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "the kernels write 139264 bytes");
+    a = good;
+    a.query = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_DEVICE, 1, 0);
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "is memory of device 1; this context runs its kernels on device 0");
+    a = good;
+    float *host = aligned_alloc(16, 4 * 16);
+    a.grad_within_edit_bias = host;
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "args->grad_within_edit_bias");
+    assert_non_null(strstr(attnbwd_last_error(), "not memory the GPU can reach"));
+    a = good;
+    a.grad_hidden_states = (float *)good.hidden_states; /* in place */
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "args->grad_hidden_states");
+    assert_non_null(strstr(attnbwd_last_error(), "overlaps args->hidden_states"));
+    a = good;
+    a.grad_cross_edit_bias = good.grad_within_edit_bias + 8; /* two outputs sharing 8 floats */
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "args->grad_cross_edit_bias");
+    a = good;
+    a.workspace = (char *)good.grad_edit_region_bias;
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT, "args->workspace");
+    assert_int_equal(fake_count("launches"), 0);
+    /* Reachable memory of other kinds: managed memory of another device,
+     * pinned host memory; and inputs may share memory (P as Pd at p = 0). */
+    a = good;
+    a.query = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_DEVICE, 1, 1);
+    a.key = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_HOST, 0, 0);
+    a.attention_probs_dropped = a.attention_probs;
+    if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+    expect_plan_launched(k, 0);
+    attnbwd_close(ctx);
+
+    /* Where the device reads pageable memory, host memory is fine. */
+    fake_set("pageable_access", 1);
+    ctx = open_ctx();
+    k = edit_kernel(ctx, 2, 17, NULL);
+    a = edit_args(k);
+    a.grad_within_edit_bias = host;
+    fake_reset();
+    if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+    expect_plan_launched(k, 0);
+    attnbwd_close(ctx);
+    fake_set("pageable_access", 0);
+
+    /* ATTNBWD_POINTER_CHECKS=0: the driver is not asked; overlaps are still refused. */
+    setenv("ATTNBWD_POINTER_CHECKS", "0", 1);
+    ctx = open_ctx();
+    unsetenv("ATTNBWD_POINTER_CHECKS");
+    k = edit_kernel(ctx, 2, 17, NULL);
+    a = edit_args(k);
+    a.grad_within_edit_bias = host;
+    fake_reset();
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    assert_int_equal(fake_count("pointer_queries"), 0);
+    a.grad_hidden_states = (float *)a.grad_output;
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT, "overlaps");
+    attnbwd_close(ctx);
+    free(host);
+}
+
+/* Problem 1: one launch; the same checks, asked about once for a set of pointers. */
+static void softmax_pointers_checked(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_shape s = {ATTNBWD_SOFTMAX_DROPOUT_BWD, 2, 4, 64, 1, 0};
+    attnbwd_kernel *k = NULL;
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_OK);
+    const size_t n = 2 * 4 * 64 * 64;
+    float *go = dev_floats(n), *p = dev_floats(n), *gs = dev_floats(n);
+    uint8_t *mask = fake_alloc(2 * 64 * 64, FAKE_MEM_DEVICE, 0, 0), *dm = fake_alloc(n, FAKE_MEM_DEVICE, 0, 0);
+    fake_reset();
+    for (int i = 0; i < 3; ++i) assert_int_equal(attnbwd_softmax_dropout_bwd(k, go, p, mask, dm, 0.1f, gs, NULL), ATTNBWD_OK);
+    assert_int_equal(fake_count("launches"), 3);
+    assert_int_equal(fake_count("pointer_queries"), 5);
+    const fake_launch *l = fake_launch_at(0);
+    assert_string_equal(l->name, k->plan.name);
+    assert_memory_equal(l->grid, k->plan.grid, 12);
+    fake_reset();
+    uint8_t *small_mask = fake_alloc(64 * 64, FAKE_MEM_DEVICE, 0, 0); /* [1, 1, T, T]: one batch's */
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, go, p, small_mask, dm, 0.1f, gs, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "mask");
+    assert_non_null(strstr(attnbwd_last_error(), "read 8192 bytes from there (B=2, H=4, T=64)"));
+    uint8_t *dm1 = fake_alloc(n, FAKE_MEM_DEVICE, 1, 0);
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, go, p, mask, dm1, 0.1f, gs, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "dropout_mask");
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, go, p, mask, dm, 0.1f, go, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
+                  "grad_scores");
+    assert_non_null(strstr(attnbwd_last_error(), "overlaps grad_output"));
+    assert_int_equal(fake_count("launches"), 0);
+    attnbwd_close(ctx);
+}
+
+/* A function needing more shared memory than the device gives is refused
+ * when the module is loaded, with both numbers. */
+static void shared_memory_past_the_device(void **state) {
+    (void)state;
+    fake_set("smem_optin", 100 * 1024);
+    attnbwd_ctx *ctx = open_ctx();
+    fake_set("smem_optin", 232448);
+    attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+    unsigned most = 0;
+    for (int i = 0; i < k->plan.n_launches; ++i)
+        if (k->plan.launches[i].shared_bytes > most) most = k->plan.launches[i].shared_bytes;
+    attnbwd_edit_attention_args a = edit_args(k);
+    fake_reset();
+    if (most > 100 * 1024) {
+        EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_UNSUPPORTED, "the device allows 102400");
+        assert_int_equal(fake_count("launches"), 0);
+    } else {
+        assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    }
+    attnbwd_close(ctx);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(edit_plans_launch_whole),
+        cmocka_unit_test(repeated_calls_replay_a_graph),
+        cmocka_unit_test(callers_capture_takes_the_launches),
+        cmocka_unit_test(edit_pointers_checked),
+        cmocka_unit_test(softmax_pointers_checked),
+        cmocka_unit_test(shared_memory_past_the_device),
+    };
+    return cmocka_run_group_tests(tests, find_fake, NULL);
+}
