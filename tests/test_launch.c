@@ -2,12 +2,15 @@
  * ($ATTNBWD_LIBCUDA, set by tests/CMakeLists.txt): every kernel of a plan launched
  * with the plan's grid, block and shared memory, on its lanes, joined back
  * to the caller's stream; the second identical call captured into a graph
- * and the third replayed from it; tensor maps the TMA would take; and the
+ * and the third replayed from it; tensor maps the TMA would take; so for
+ * every public workload's shipped plan and for the tile choices that change
+ * a plan's launches, lanes or waits; and the
  * pointer checks: a buffer too small for the shape, another device's memory,
  * host memory, an output sharing memory with another argument, each refused
  * by name before anything is launched, and asked about once for a set of
  * pointers. */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +21,7 @@
 
 #include "fake_cuda/fake_cuda.h"
 #include "internal.h"
+#include "suite.h"
 #include "test_util.h"
 
 static fake_cuda_alloc_fn fake_alloc;
@@ -164,6 +168,95 @@ static void edit_plans_launch_whole(void **state) {
         assert_true(fake_count("tensor_maps") > (cases[c].T > 1 ? 0 : -1));
     }
     attnbwd_close(ctx);
+}
+
+/* Runs a kernel twice: launched directly on its lanes, then captured (every
+ * lane joined back, else the fake's capture fails) and replayed. */
+static void launch_direct_then_graph(attnbwd_kernel *k) {
+    attnbwd_edit_attention_args a = edit_args(k);
+    fake_reset();
+    if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s: %s", k->plan.tiles, attnbwd_last_error());
+    expect_plan_launched(k, 0);
+    fake_reset();
+    if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s: %s", k->plan.tiles, attnbwd_last_error());
+    expect_plan_launched(k, 1);
+    assert_int_equal(fake_count("graph_launches"), 1);
+}
+
+/* Every public workload's plan as shipped (the H200's tuning entries). */
+static void public_plans_launch_and_capture(void **state) {
+    (void)state;
+    suite_case *cases = NULL;
+    size_t n = 0;
+    if (suite_load("sol072_workload", &cases, &n) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+    assert_int_equal(n, 16);
+    attnbwd_shape shapes[16];
+    for (size_t i = 0; i < n; ++i) shapes[i] = cases[i].shape;
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_prewarm_summary sum;
+    if (attnbwd_prewarm(ctx, shapes, n, 0, NULL, NULL, &sum) != ATTNBWD_OK) fail_msg("prewarm: %s", attnbwd_last_error());
+    for (size_t i = 0; i < n; ++i) {
+        attnbwd_kernel *k = NULL;
+        assert_int_equal(attnbwd_get_kernel(ctx, &shapes[i], &k), ATTNBWD_OK);
+        launch_direct_then_graph(k);
+    }
+    attnbwd_close(ctx);
+    free(cases);
+}
+
+/* The tile choices that change a plan's launches, lanes or waits, each
+ * built (two threads) and run as above. */
+static const struct {
+    int64_t B, T;
+    const char *tiles;
+} variants[] = {
+    {2, 352, "pair=0"},       {2, 352, "pair=2"},       {2, 352, "pair_kv=1"},    {2, 352, "pair_dsm=1"},
+    {2, 352, "splitk_red=1"}, {2, 352, "gs_store=0"},   {2, 352, "gs_half=1"},    {2, 352, "gq_tma=1 gs_round=1"},
+    {2, 352, "ga_tma=2"},     {2, 352, "side_start=1"}, {2, 352, "zero_early=0"}, {2, 352, "gemm_bias=0"},
+    {2, 352, "wg=0"},         {2, 352, "lane0=1"},      {8, 448, "gh_bias=1"},    {8, 448, "mc=2"},
+    {8, 448, "mc=2 gh_bias=1 pair=0"}, {2, 768, "side_start=2"}, {1, 373, "gs_direct=0"},
+    {2, 352, "fused=0 wg=0 kv_split=0 p_stages=0 wg_att=0 wg_gq=0"},
+};
+#define N_VARIANTS (sizeof variants / sizeof variants[0])
+
+typedef struct variant_job {
+    attnbwd_ctx *ctx;
+    attnbwd_kernel *k[N_VARIANTS];
+    char why[N_VARIANTS][256];
+    size_t next;
+    pthread_mutex_t mu;
+} variant_job;
+
+static void *build_variants(void *arg) {
+    variant_job *job = arg;
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        size_t i = job->next++;
+        pthread_mutex_unlock(&job->mu);
+        if (i >= N_VARIANTS) return NULL;
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, variants[i].B, 16, variants[i].T, 1, ATTNBWD_PRECISION_TF32};
+        if (attnbwd_get_kernel_tiles(job->ctx, &s, variants[i].tiles, &job->k[i]) != ATTNBWD_OK)
+            snprintf(job->why[i], sizeof job->why[i], "%s", attnbwd_last_error());
+    }
+}
+
+static void variant_plans_launch_and_capture(void **state) {
+    (void)state;
+    variant_job *job = calloc(1, sizeof *job);
+    job->ctx = open_ctx();
+    pthread_mutex_init(&job->mu, NULL);
+    pthread_t t[2];
+    for (int i = 0; i < 2; ++i) assert_int_equal(pthread_create(&t[i], NULL, build_variants, job), 0);
+    for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);
+    for (size_t i = 0; i < N_VARIANTS; ++i) {
+        if (!job->k[i])
+            fail_msg("B=%lld T=%lld %s: %s", (long long)variants[i].B, (long long)variants[i].T, variants[i].tiles,
+                     job->why[i]);
+        launch_direct_then_graph(job->k[i]);
+    }
+    attnbwd_close(job->ctx);
+    pthread_mutex_destroy(&job->mu);
+    free(job);
 }
 
 /* The first call runs the plan, the second captures it (its launches into
@@ -360,6 +453,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(edit_plans_launch_whole),
         cmocka_unit_test(repeated_calls_replay_a_graph),
+        cmocka_unit_test(public_plans_launch_and_capture),
+        cmocka_unit_test(variant_plans_launch_and_capture),
         cmocka_unit_test(callers_capture_takes_the_launches),
         cmocka_unit_test(edit_pointers_checked),
         cmocka_unit_test(softmax_pointers_checked),
