@@ -269,8 +269,10 @@ attnbwd_status drv_pointer_info(drv_device *dev, const void *p, drv_pointer *inf
     if (pushed < 0) return status;
     /* Memory CUDA does not know is no error here: its attributes stay 0. */
     CU_CHECK(p_cuPointerGetAttributes(5, attrs, data, (CUdeviceptr)(uintptr_t)p));
-    info->kind = type == CU_MEMORYTYPE_DEVICE ? DRV_MEM_DEVICE : type == CU_MEMORYTYPE_HOST ? DRV_MEM_HOST
-                                                                                            : DRV_MEM_UNKNOWN;
+    info->kind = type == CU_MEMORYTYPE_DEVICE    ? DRV_MEM_DEVICE
+                 : type == CU_MEMORYTYPE_HOST    ? DRV_MEM_HOST
+                 : type == CU_MEMORYTYPE_UNIFIED ? DRV_MEM_UNIFIED
+                                                 : DRV_MEM_UNKNOWN; /* an array is no pointer to linear memory */
     info->managed = managed != 0;
     info->device = device;
     info->start = (uintptr_t)start;

@@ -49,7 +49,7 @@ attnbwd_status drv_launch(drv_device *dev, void *function, const unsigned grid[3
 /* What the driver knows of the memory at p (cuPointerGetAttributes): its
  * kind, whether managed, the device it was allocated on or registered with,
  * and the allocation or reserved address range it lies in (0, 0 where none). */
-enum { DRV_MEM_UNKNOWN = 0, DRV_MEM_HOST = 1, DRV_MEM_DEVICE = 2 };
+enum { DRV_MEM_UNKNOWN = 0, DRV_MEM_HOST = 1, DRV_MEM_DEVICE = 2, DRV_MEM_UNIFIED = 3 };
 typedef struct drv_pointer {
     int kind, managed, device;
     uintptr_t start;

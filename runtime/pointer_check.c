@@ -13,7 +13,8 @@ static attnbwd_status check_one(attnbwd_ctx *ctx, const arg_range *r, const char
     drv_pointer info;
     attnbwd_status s = drv_pointer_info(&ctx->dev, r->p, &info);
     if (s != ATTNBWD_OK) return err_wrap(s, "asking the driver about %s%s = %p", pre, r->name, r->p);
-    if (info.kind == DRV_MEM_UNKNOWN) {
+    /* Managed memory reaches every device, whatever kind the driver calls it. */
+    if (info.kind == DRV_MEM_UNKNOWN && !info.managed) {
         if (ctx->dev.pageable_access) return ATTNBWD_OK; /* any host memory will do; its size is not known */
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "%s%s = %p is not memory the GPU can reach (host memory from malloc or the stack?): pass "

@@ -361,6 +361,8 @@ static void edit_pointers_checked(void **state) {
      * pinned host memory; and inputs may share memory (P as Pd at p = 0). */
     a = good;
     a.query = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_DEVICE, 1, 1);
+    a.value = fake_alloc(4 * 2 * 16 * 17 * 64, 0, 0, 1); /* managed, of no kind the driver names */
+    a.out_weight = fake_alloc(4 * 1024 * 1024, 4, 0, 0); /* CU_MEMORYTYPE_UNIFIED */
     a.key = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_HOST, 0, 0);
     a.attention_probs_dropped = a.attention_probs;
     if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());

@@ -17,8 +17,9 @@ typedef struct fake_launch {
 
 enum { FAKE_MEM_HOST = 1, FAKE_MEM_DEVICE = 2 };
 
-/* An address range the fake's cuPointerGetAttributes knows: `kind` memory of
- * `device`, managed or not. Addresses only: nothing is mapped there. */
+/* An address range the fake's cuPointerGetAttributes knows: memory of
+ * `kind` (a CUmemorytype, FAKE_MEM_*; 0 for none) of `device`, managed or
+ * not. Addresses only: nothing is mapped there. */
 typedef void *(*fake_cuda_alloc_fn)(size_t bytes, int kind, int device, int managed);
 /* Counters: "launches" (run or captured), "captured", "graph_launches",
  * "pointer_queries", "tensor_maps", "modules" (loaded, not unloaded). */
