@@ -29,6 +29,7 @@ static fake_cuda_count_fn fake_count;
 static fake_cuda_launch_fn fake_launch_at;
 static fake_cuda_reset_fn fake_reset;
 static fake_cuda_set_fn fake_set;
+static fake_cuda_fail_fn fake_fail;
 /* The fake's own entry points (CUresult is an int). */
 static int (*fake_begin_capture)(void *, int);
 static int (*fake_end_capture)(void *, void **);
@@ -59,29 +60,35 @@ static int find_fake(void **state) {
     *(void **)&fake_launch_at = dlsym(h, "fake_cuda_launch");
     *(void **)&fake_reset = dlsym(h, "fake_cuda_reset");
     *(void **)&fake_set = dlsym(h, "fake_cuda_set");
+    *(void **)&fake_fail = dlsym(h, "fake_cuda_fail");
     *(void **)&fake_begin_capture = dlsym(h, "cuStreamBeginCapture_v2");
     *(void **)&fake_end_capture = dlsym(h, "cuStreamEndCapture");
     *(void **)&fake_stream_create = dlsym(h, "cuStreamCreateWithPriority");
     *(void **)&fake_primary_retain = dlsym(h, "cuDevicePrimaryCtxRetain");
     *(void **)&fake_push = dlsym(h, "cuCtxPushCurrent_v2");
     *(void **)&fake_pop = dlsym(h, "cuCtxPopCurrent_v2");
-    if (!fake_alloc || !fake_count || !fake_launch_at || !fake_reset || !fake_set) {
+    if (!fake_alloc || !fake_count || !fake_launch_at || !fake_reset || !fake_set || !fake_fail) {
         fprintf(stderr, "%s is not tests/fake_cuda's library\n", lib);
         return -1;
     }
     return 0;
 }
 
-/* A context on the fake's device 0 (an "H200", sm_90), memory cache only. */
-static attnbwd_ctx *open_ctx(void) {
+/* A context on the fake's device 0 (an "H200", sm_90), memory cache only,
+ * its warnings counted where `counts` is given. */
+static attnbwd_ctx *open_ctx_logging(log_counts *counts) {
     attnbwd_options o;
     attnbwd_options_init(&o);
     o.disk_cache = 0;
-    o.log_level = ATTNBWD_LOG_QUIET;
+    o.log_level = counts ? ATTNBWD_LOG_WARN : ATTNBWD_LOG_QUIET;
+    o.log_fn = counts ? test_log : NULL;
+    o.log_user = counts;
     attnbwd_ctx *ctx = NULL;
     if (attnbwd_open(&o, &ctx) != ATTNBWD_OK) fail_msg("attnbwd_open: %s", attnbwd_last_error());
     return ctx;
 }
+
+static attnbwd_ctx *open_ctx(void) { return open_ctx_logging(NULL); }
 
 static attnbwd_kernel *edit_kernel(attnbwd_ctx *ctx, int64_t B, int64_t T, const char *tiles) {
     attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, ATTNBWD_PRECISION_TF32};
@@ -317,6 +324,69 @@ static void callers_capture_takes_the_launches(void **state) {
     attnbwd_close(ctx);
 }
 
+/* A launch failing mid-plan: the call names the kernel and the driver's
+ * error, every lane is still joined back to the caller's stream (the
+ * caller's capture around it ends), and the next call runs whole. */
+static void failed_launch_mid_plan(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+    attnbwd_edit_attention_args a = edit_args(k);
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    void *stream = NULL, *graph = NULL, *primary = NULL;
+    assert_int_equal(fake_primary_retain(&primary, 0), 0);
+    assert_int_equal(fake_push(primary), 0);
+    assert_int_equal(fake_stream_create(&stream, 1, 0), 0);
+    assert_int_equal(fake_begin_capture(stream, 0), 0);
+    fake_reset();
+    fake_fail("launch", 4);
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_ERR_CUDA, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
+    char expected[300];
+    snprintf(expected, sizeof expected, "launching %s", k->plan.launches[4].name);
+    assert_non_null(strstr(attnbwd_last_error(), expected));
+    assert_int_equal(fake_count("launches"), 4);
+    assert_int_equal(fake_end_capture(stream, &graph), 0);
+    assert_int_equal(fake_pop(&primary), 0);
+    fake_reset(); /* the arguments of the call before: captured into the kernel's graph and replayed */
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    expect_plan_launched(k, 1);
+    assert_int_equal(fake_count("graph_launches"), 1);
+    free(graph);
+    free(stream);
+    attnbwd_close(ctx);
+}
+
+/* A graph the driver will not make: one warning, and the kernel's calls go
+ * on launching directly. A module that fails to load: an error naming the
+ * kernel, and the next call loads it. */
+static void driver_failures_are_reported(void **state) {
+    (void)state;
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = open_ctx_logging(&lc);
+    attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+    attnbwd_edit_attention_args a = edit_args(k);
+    fake_fail("module_load", 0);
+    EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_CUDA, "cuModuleLoadData");
+    assert_non_null(strstr(attnbwd_last_error(), k->plan.name));
+    assert_non_null(strstr(attnbwd_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
+    fake_reset();
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    expect_plan_launched(k, 0);
+    fake_reset();
+    fake_fail("instantiate", 0);
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK); /* captured, not instantiated: direct */
+    assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
+    assert_int_equal(lc.warn, 1);
+    assert_non_null(strstr(lc.last, "no CUDA graph"));
+    fake_reset();
+    for (int i = 0; i < 2; ++i) assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
+    assert_int_equal(fake_count("captured"), 0);
+    assert_int_equal(fake_count("graph_launches"), 0);
+    assert_int_equal(lc.warn, 1);
+    attnbwd_close(ctx);
+}
+
 /* Each wrong buffer refused by name, before any launch. */
 static void edit_pointers_checked(void **state) {
     (void)state;
@@ -458,6 +528,8 @@ int main(void) {
         cmocka_unit_test(public_plans_launch_and_capture),
         cmocka_unit_test(variant_plans_launch_and_capture),
         cmocka_unit_test(callers_capture_takes_the_launches),
+        cmocka_unit_test(failed_launch_mid_plan),
+        cmocka_unit_test(driver_failures_are_reported),
         cmocka_unit_test(edit_pointers_checked),
         cmocka_unit_test(softmax_pointers_checked),
         cmocka_unit_test(shared_memory_past_the_device),

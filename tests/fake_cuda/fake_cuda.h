@@ -28,6 +28,10 @@ typedef long (*fake_cuda_count_fn)(const char *what);
 typedef const fake_launch *(*fake_cuda_launch_fn)(int i);
 /* Forgets the launches and zeroes the counters (allocations stay). */
 typedef void (*fake_cuda_reset_fn)(void);
+/* Makes the call of `what` ("launch": cuLaunchKernel or Ex; "instantiate":
+ * cuGraphInstantiateWithFlags; "module_load": cuModuleLoadData) after `after`
+ * more succeed fail, once; -1 takes it back. */
+typedef void (*fake_cuda_fail_fn)(const char *what, long after);
 /* The devices' properties as the next cuDeviceGetAttribute reads them:
  * "device_count" (2), "cc_major" (9), "cc_minor" (0), "sm_count" (132),
  * "smem_optin" (232448), "pageable_access" (0). */

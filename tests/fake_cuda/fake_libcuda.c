@@ -85,6 +85,22 @@ void fake_cuda_reset(void) {
     pthread_mutex_unlock(&mu);
 }
 
+/* Failures asked for by fake_cuda_fail: the call of `what` after `after` more succeed. */
+enum { FAIL_LAUNCH, FAIL_INSTANTIATE, FAIL_MODULE_LOAD, FAIL_KINDS };
+static const char *const fail_names[FAIL_KINDS] = {"launch", "instantiate", "module_load"};
+static long fail_after[FAIL_KINDS] = {-1, -1, -1};
+
+void fake_cuda_fail(const char *what, long after) {
+    for (int i = 0; i < FAIL_KINDS; ++i)
+        if (!strcmp(what, fail_names[i])) fail_after[i] = after;
+}
+
+/* 1 when this call of kind i is the one to fail. */
+static int failing(int i) {
+    if (fail_after[i] < 0) return 0;
+    return fail_after[i]-- == 0;
+}
+
 void fake_cuda_set(const char *what, long value) {
     if (!strcmp(what, "device_count")) props.device_count = value;
     else if (!strcmp(what, "cc_major")) props.cc_major = value;
@@ -112,6 +128,9 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char **name) {
     case CUDA_ERROR_INVALID_DEVICE: *name = "CUDA_ERROR_INVALID_DEVICE"; break;
     case CUDA_ERROR_INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; break;
     case CUDA_ERROR_STREAM_CAPTURE_UNJOINED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"; break;
+    case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *name = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"; break;
+    case CUDA_ERROR_NOT_SUPPORTED: *name = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
     default: *name = "CUDA_ERROR_UNKNOWN"; break;
     }
     return CUDA_SUCCESS;
@@ -192,6 +211,7 @@ typedef struct fake_module {
 CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image) {
     const unsigned char *e = image;
     if (!have_context()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (failing(FAIL_MODULE_LOAD)) return CUDA_ERROR_OUT_OF_MEMORY;
     if (!e || memcmp(e, "\x7f" "ELF", 4) != 0 || e[4] != 2) return CUDA_ERROR_INVALID_IMAGE;
     fake_module *fm = malloc(sizeof *fm);
     if (!fm) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -339,6 +359,7 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph *g) {
 CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *ge, CUgraph g, unsigned long long flags) {
     (void)flags;
     if (!g) return CUDA_ERROR_INVALID_VALUE;
+    if (failing(FAIL_INSTANTIATE)) return CUDA_ERROR_NOT_SUPPORTED;
     *ge = (CUgraphExec)malloc(1);
     return *ge ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -394,6 +415,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     if (!block[0] || !block[1] || !block[2] || (unsigned long long)block[0] * block[1] * block[2] > 1024)
         return CUDA_ERROR_INVALID_VALUE;
     if (smem > (unsigned)fn->max_dynamic_shared) return CUDA_ERROR_INVALID_VALUE;
+    if (failing(FAIL_LAUNCH)) return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
     pthread_mutex_lock(&mu);
     if (n_launches < MAX_LAUNCHES) {
         fake_launch *l = &launches[n_launches];
