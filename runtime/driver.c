@@ -46,6 +46,7 @@
     X(cuGraphLaunch, "cuGraphLaunch", (CUgraphExec, CUstream))                                    \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", (CUgraphExec))                                    \
     X(cuGraphDestroy, "cuGraphDestroy", (CUgraph))                                                \
+    X(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", (CUstreamCaptureMode *)) \
     X(cuPointerGetAttributes, "cuPointerGetAttributes",                                          \
       (unsigned, CUpointer_attribute *, void **, CUdeviceptr))                                    \
     X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled",                                          \
@@ -280,6 +281,17 @@ attnbwd_status drv_pointer_info(drv_device *dev, const void *p, drv_pointer *inf
 cleanup:
     leave(pushed);
     return status;
+}
+
+int drv_capture_relaxed(void) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (drv_load() != ATTNBWD_OK || p_cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS) return -1;
+    return (int)mode;
+}
+
+void drv_capture_restore(int mode) {
+    CUstreamCaptureMode m = (CUstreamCaptureMode)mode;
+    if (mode >= 0) p_cuThreadExchangeStreamCaptureMode(&m);
 }
 
 attnbwd_status drv_tensor_map_2d(void *map, const void *base, uint64_t rows, uint64_t cols, uint64_t ld,

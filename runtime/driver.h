@@ -56,6 +56,11 @@ typedef struct drv_pointer {
     size_t bytes;
 } drv_pointer;
 attnbwd_status drv_pointer_info(drv_device *dev, const void *p, drv_pointer *info);
+/* This thread's stream-capture mode made relaxed for a while (queries that a
+ * caller's capture must not turn into errors), and put back: drv_capture_relaxed
+ * returns the mode it replaced (-1 where it could not), for drv_capture_restore. */
+int drv_capture_relaxed(void);
+void drv_capture_restore(int mode);
 
 /* A 2-D TMA tensor map (CUtensorMap: 128 bytes at map, 64-byte aligned) over
  * the fp32 matrix [rows, cols] at base, ld floats between rows, boxes of

@@ -299,7 +299,8 @@ static void repeated_calls_replay_a_graph(void **state) {
 }
 
 /* While the caller's stream is being captured, the plan goes into the
- * caller's graph: no graph of ours. */
+ * caller's graph: no graph of ours, and the capture survives the pointer
+ * checks. */
 static void callers_capture_takes_the_launches(void **state) {
     (void)state;
     attnbwd_ctx *ctx = open_ctx();
@@ -313,7 +314,13 @@ static void callers_capture_takes_the_launches(void **state) {
     assert_int_equal(fake_stream_create(&stream, 1, 0), 0);
     fake_reset();
     assert_int_equal(fake_begin_capture(stream, 0), 0);
-    for (int i = 0; i < 2; ++i) assert_int_equal(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_OK);
+    /* The second with a new output: its pointers are checked inside the
+     * caller's capture, which must not lose it (the fake ends a capture
+     * that a pointer query is made in, unless in the relaxed mode). */
+    attnbwd_edit_attention_args b = a;
+    b.grad_hidden_states = dev_floats(2 * 17 * 1024);
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_OK);
+    if (attnbwd_edit_attention_bwd(k, &b, stream) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
     assert_int_equal(fake_end_capture(stream, &graph), 0); /* every lane joined back to the caller's stream */
     assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
     assert_int_equal(fake_count("captured"), 2 * k->plan.n_launches);

@@ -36,6 +36,8 @@ static uintptr_t next_address = (uintptr_t)1 << 44; /* far from the heap and fro
 static int primary[16];                               /* a context handle per device: &primary[d] */
 static __thread CUcontext stack[MAX_STACK];
 static __thread int depth;
+static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+static int capture_invalidated; /* by a call the capture's mode forbids */
 
 typedef struct fake_function {
     char name[128];
@@ -130,6 +132,8 @@ CUresult CUDAAPI cuGetErrorName(CUresult r, const char **name) {
     case CUDA_ERROR_STREAM_CAPTURE_UNJOINED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"; break;
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: *name = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"; break;
     case CUDA_ERROR_NOT_SUPPORTED: *name = "CUDA_ERROR_NOT_SUPPORTED"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: *name = "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"; break;
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: *name = "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"; break;
     case CUDA_ERROR_OUT_OF_MEMORY: *name = "CUDA_ERROR_OUT_OF_MEMORY"; break;
     default: *name = "CUDA_ERROR_UNKNOWN"; break;
     }
@@ -352,6 +356,10 @@ CUresult CUDAAPI cuStreamEndCapture(CUstream s, CUgraph *g) {
     for (int i = 0; i < n_in_capture; ++i) in_capture[i]->capturing = 0;
     n_in_capture = 0;
     if (unjoined) return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    if (capture_invalidated) {
+        capture_invalidated = 0;
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
     *g = (CUgraph)malloc(1);
     return *g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -452,8 +460,22 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **
     return launch(f, grid, block, c->sharedMemBytes, c->hStream, programmatic);
 }
 
+CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
+    const CUstreamCaptureMode old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* Pointer queries count here as calls a capture's strict modes forbid (CUDA
+ * does not list them as safe): made while a capture is open and this
+ * thread's mode is not relaxed, one fails and the capture is lost. */
 CUresult CUDAAPI cuPointerGetAttributes(unsigned n, CUpointer_attribute *attrs, void **data, CUdeviceptr ptr) {
     const struct alloc *a = NULL;
+    if (n_in_capture && capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+        capture_invalidated = 1;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
     pthread_mutex_lock(&mu);
     ++n_pointer_queries;
     for (int i = 0; i < n_allocs; ++i)
