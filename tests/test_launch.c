@@ -506,6 +506,45 @@ static void softmax_pointers_checked(void **state) {
     attnbwd_close(ctx);
 }
 
+/* Problem 1's public workloads and its awkward shapes (T = 1, odd T, T past
+ * every suite, past 2^31 elements) each launch once, as planned, within the
+ * grid's limits. */
+static void softmax_plans_launch(void **state) {
+    (void)state;
+    suite_case *cases = NULL;
+    size_t n = 0;
+    if (suite_load("sol066_workload", &cases, &n) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+    const int64_t awkward[][4] = {{1, 1, 1, 0}, {3, 5, 3, 1}, {1, 7, 127, 0}, {1, 2, 1025, 1},
+                                  {1, 1, 16384, 1}, {1, 2, 32800, 1}, {7, 9, 61, 1}, {1024, 64, 3, 1}};
+    const size_t total = n + sizeof awkward / sizeof awkward[0];
+    attnbwd_shape *shapes = calloc(total, sizeof *shapes);
+    for (size_t i = 0; i < n; ++i) shapes[i] = cases[i].shape;
+    for (size_t i = n; i < total; ++i)
+        shapes[i] = test_shape(awkward[i - n][0], awkward[i - n][1], awkward[i - n][2], (int)awkward[i - n][3]);
+    attnbwd_ctx *ctx = open_ctx();
+    for (size_t i = 0; i < total; ++i) {
+        attnbwd_kernel *k = NULL;
+        if (attnbwd_get_kernel(ctx, &shapes[i], &k) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+        const size_t B = (size_t)shapes[i].batch, H = (size_t)shapes[i].heads, T = (size_t)shapes[i].seq_len,
+                     e = B * H * T * T;
+        float *go = dev_floats(e), *p = dev_floats(e), *gs = dev_floats(e);
+        uint8_t *mask = fake_alloc(B * T * T, FAKE_MEM_DEVICE, 0, 0), *dm = fake_alloc(e, FAKE_MEM_DEVICE, 0, 0);
+        fake_reset();
+        const float pd = shapes[i].dropout ? 0.1f : 0.0f;
+        if (attnbwd_softmax_dropout_bwd(k, go, p, mask, dm, pd, gs, NULL) != ATTNBWD_OK)
+            fail_msg("%s: %s", k->plan.name, attnbwd_last_error());
+        assert_int_equal(fake_count("launches"), 1);
+        const fake_launch *l = fake_launch_at(0);
+        assert_string_equal(l->name, k->plan.name);
+        assert_memory_equal(l->grid, k->plan.grid, sizeof l->grid);
+        assert_memory_equal(l->block, k->plan.block, sizeof l->block);
+        assert_int_equal(l->shared_bytes, k->plan.shared_bytes);
+    }
+    attnbwd_close(ctx);
+    free(shapes);
+    free(cases);
+}
+
 /* A function needing more shared memory than the device gives is refused
  * when the module is loaded, with both numbers. */
 static void shared_memory_past_the_device(void **state) {
@@ -539,6 +578,7 @@ int main(void) {
         cmocka_unit_test(driver_failures_are_reported),
         cmocka_unit_test(edit_pointers_checked),
         cmocka_unit_test(softmax_pointers_checked),
+        cmocka_unit_test(softmax_plans_launch),
         cmocka_unit_test(shared_memory_past_the_device),
     };
     return cmocka_run_group_tests(tests, find_fake, NULL);
