@@ -394,6 +394,56 @@ static void driver_failures_are_reported(void **state) {
     attnbwd_close(ctx);
 }
 
+/* Four threads calling one kernel of each problem at once, each with its
+ * own buffers: every call succeeds, and every one is launched whole, or
+ * replayed (problem 2's graph), exactly once. */
+typedef struct caller {
+    attnbwd_kernel *edit, *softmax;
+    attnbwd_edit_attention_args a;
+    float *go, *p, *gs[2];
+    uint8_t *mask, *dm;
+    int failed;
+} caller;
+
+enum { CALLERS = 4, CALLS = 25 };
+
+static void *call_repeatedly(void *arg) {
+    caller *c = arg;
+    for (int i = 0; i < CALLS; ++i) {
+        c->failed |= attnbwd_edit_attention_bwd(c->edit, &c->a, NULL) != ATTNBWD_OK;
+        for (int j = 0; j < 4; ++j) /* two sets of pointers in turn: a check of a new set each call */
+            c->failed |= attnbwd_softmax_dropout_bwd(c->softmax, c->go, c->p, c->mask, c->dm, 0.1f, c->gs[j % 2],
+                                                     NULL) != ATTNBWD_OK;
+    }
+    return NULL;
+}
+
+static void threads_share_kernels(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_kernel *edit = edit_kernel(ctx, 2, 17, NULL), *softmax = NULL;
+    attnbwd_shape s = {ATTNBWD_SOFTMAX_DROPOUT_BWD, 2, 4, 64, 1, 0};
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &softmax), ATTNBWD_OK);
+    const size_t e = 2 * 4 * 64 * 64;
+    caller c[CALLERS];
+    for (int i = 0; i < CALLERS; ++i) {
+        c[i] = (caller){.edit = edit, .softmax = softmax, .a = edit_args(edit), .go = dev_floats(e), .p = dev_floats(e),
+                        .gs = {dev_floats(e), dev_floats(e)}, .mask = fake_alloc(2 * 64 * 64, FAKE_MEM_DEVICE, 0, 0),
+                        .dm = fake_alloc(e, FAKE_MEM_DEVICE, 0, 0)};
+    }
+    fake_reset();
+    pthread_t t[CALLERS];
+    for (int i = 0; i < CALLERS; ++i) assert_int_equal(pthread_create(&t[i], NULL, call_repeatedly, &c[i]), 0);
+    for (int i = 0; i < CALLERS; ++i) pthread_join(t[i], NULL);
+    for (int i = 0; i < CALLERS; ++i) assert_false(c[i].failed);
+    const long n = edit->plan.n_launches, launches = fake_count("launches"), captured = fake_count("captured");
+    const long softmax_launches = CALLERS * CALLS * 4, edit_launches = launches - softmax_launches;
+    assert_int_equal(captured % n, 0);
+    assert_int_equal((edit_launches - captured) % n, 0);
+    assert_int_equal((edit_launches - captured) / n + fake_count("graph_launches"), CALLERS * CALLS);
+    attnbwd_close(ctx);
+}
+
 /* Each wrong buffer refused by name, before any launch. */
 static void edit_pointers_checked(void **state) {
     (void)state;
@@ -574,6 +624,7 @@ int main(void) {
         cmocka_unit_test(public_plans_launch_and_capture),
         cmocka_unit_test(variant_plans_launch_and_capture),
         cmocka_unit_test(callers_capture_takes_the_launches),
+        cmocka_unit_test(threads_share_kernels),
         cmocka_unit_test(failed_launch_mid_plan),
         cmocka_unit_test(driver_failures_are_reported),
         cmocka_unit_test(edit_pointers_checked),
