@@ -298,6 +298,28 @@ static void repeated_calls_replay_a_graph(void **state) {
     attnbwd_close(ctx);
 }
 
+/* The caller's stream, made as the CUDA runtime would (in the primary
+ * context, made current), its capture begun. */
+static void *begin_caller_capture(void) {
+    void *primary = NULL, *stream = NULL;
+    assert_int_equal(fake_primary_retain(&primary, 0), 0);
+    assert_int_equal(fake_push(primary), 0);
+    assert_int_equal(fake_stream_create(&stream, 1, 0), 0);
+    assert_int_equal(fake_begin_capture(stream, 0), 0);
+    return stream;
+}
+
+/* Its capture ended: the driver's status, 0 where every stream that joined
+ * it was joined back. */
+static int end_caller_capture(void *stream) {
+    void *graph = NULL, *primary = NULL;
+    const int r = fake_end_capture(stream, &graph);
+    assert_int_equal(fake_pop(&primary), 0);
+    free(graph);
+    free(stream);
+    return r;
+}
+
 /* While the caller's stream is being captured, the plan goes into the
  * caller's graph: no graph of ours, and the capture survives the pointer
  * checks. */
@@ -307,13 +329,8 @@ static void callers_capture_takes_the_launches(void **state) {
     attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
     attnbwd_edit_attention_args a = edit_args(k);
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK); /* the module and lanes made */
-    /* The caller's stream, made as the CUDA runtime would: in the primary context, current. */
-    void *stream = NULL, *graph = NULL, *primary = NULL;
-    assert_int_equal(fake_primary_retain(&primary, 0), 0);
-    assert_int_equal(fake_push(primary), 0);
-    assert_int_equal(fake_stream_create(&stream, 1, 0), 0);
+    void *stream = begin_caller_capture();
     fake_reset();
-    assert_int_equal(fake_begin_capture(stream, 0), 0);
     /* The second with a new output: its pointers are checked inside the
      * caller's capture, which must not lose it (the fake ends a capture
      * that a pointer query is made in, unless in the relaxed mode). */
@@ -321,13 +338,10 @@ static void callers_capture_takes_the_launches(void **state) {
     b.grad_hidden_states = dev_floats(2 * 17 * 1024);
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_OK);
     if (attnbwd_edit_attention_bwd(k, &b, stream) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
-    assert_int_equal(fake_end_capture(stream, &graph), 0); /* every lane joined back to the caller's stream */
+    assert_int_equal(end_caller_capture(stream), 0); /* every lane joined back to the caller's stream */
     assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
     assert_int_equal(fake_count("captured"), 2 * k->plan.n_launches);
     assert_int_equal(fake_count("graph_launches"), 0);
-    assert_int_equal(fake_pop(&primary), 0);
-    free(graph);
-    free(stream);
     attnbwd_close(ctx);
 }
 
@@ -340,11 +354,7 @@ static void failed_launch_mid_plan(void **state) {
     attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
     attnbwd_edit_attention_args a = edit_args(k);
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
-    void *stream = NULL, *graph = NULL, *primary = NULL;
-    assert_int_equal(fake_primary_retain(&primary, 0), 0);
-    assert_int_equal(fake_push(primary), 0);
-    assert_int_equal(fake_stream_create(&stream, 1, 0), 0);
-    assert_int_equal(fake_begin_capture(stream, 0), 0);
+    void *stream = begin_caller_capture();
     fake_reset();
     fake_fail("launch", 4);
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_ERR_CUDA, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
@@ -352,14 +362,11 @@ static void failed_launch_mid_plan(void **state) {
     snprintf(expected, sizeof expected, "launching %s", k->plan.launches[4].name);
     assert_non_null(strstr(attnbwd_last_error(), expected));
     assert_int_equal(fake_count("launches"), 4);
-    assert_int_equal(fake_end_capture(stream, &graph), 0);
-    assert_int_equal(fake_pop(&primary), 0);
+    assert_int_equal(end_caller_capture(stream), 0);
     fake_reset(); /* the arguments of the call before: captured into the kernel's graph and replayed */
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     expect_plan_launched(k, 1);
     assert_int_equal(fake_count("graph_launches"), 1);
-    free(graph);
-    free(stream);
     attnbwd_close(ctx);
 }
 
