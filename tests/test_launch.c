@@ -171,6 +171,7 @@ static void edit_plans_launch_whole(void **state) {
         if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK)
             fail_msg("B=%lld T=%lld: %s", (long long)cases[c].B, (long long)cases[c].T, attnbwd_last_error());
         expect_plan_launched(k, 0);
+        assert_true(fake_count("params") > 2 * k->plan.n_launches); /* the kernels' parameters found and read */
         assert_true(k->plan.n_lanes > 1);
         assert_true(fake_count("tensor_maps") > (cases[c].T > 1 ? 0 : -1));
     }

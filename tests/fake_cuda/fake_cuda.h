@@ -22,7 +22,8 @@ enum { FAKE_MEM_HOST = 1, FAKE_MEM_DEVICE = 2 };
  * not. Addresses only: nothing is mapped there. */
 typedef void *(*fake_cuda_alloc_fn)(size_t bytes, int kind, int device, int managed);
 /* Counters: "launches" (run or captured), "captured", "graph_launches",
- * "pointer_queries", "tensor_maps", "modules" (loaded, not unloaded). */
+ * "pointer_queries", "tensor_maps", "modules" (loaded, not unloaded),
+ * "params" (kernel parameters read at launches, as the images list them). */
 typedef long (*fake_cuda_count_fn)(const char *what);
 /* Launch i since the last reset (NULL past the end). */
 typedef const fake_launch *(*fake_cuda_launch_fn)(int i);

@@ -2,8 +2,8 @@
  * runtime/driver.c resolves, each checking what the real driver would refuse
  * (a cubin that is no ELF image, a function the image does not name, more
  * shared memory than the function was allowed, grid and block limits, tensor
- * maps the TMA cannot use), and recording launches, captures and pointer
- * queries for the tests. Devices: "NVIDIA H200" by default, as many as
+ * maps the TMA cannot use, fewer parameters than the kernel takes), and
+ * recording launches, captures and pointer queries for the tests. Devices: "NVIDIA H200" by default, as many as
  * "device_count" says. */
 #define _GNU_SOURCE /* memmem */
 #include <pthread.h>
@@ -25,7 +25,7 @@ static struct {
     long device_count, cc_major, cc_minor, sm_count, smem_optin, pageable_access;
 } props = {2, 9, 0, 132, 232448, 0};
 static fake_launch launches[MAX_LAUNCHES];
-static long n_launches, n_captured, n_graph_launches, n_pointer_queries, n_tensor_maps, n_modules;
+static long n_launches, n_captured, n_graph_launches, n_pointer_queries, n_tensor_maps, n_modules, n_params;
 static struct alloc {
     uintptr_t start;
     size_t bytes;
@@ -39,9 +39,12 @@ static __thread int depth;
 static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static int capture_invalidated; /* by a call the capture's mode forbids */
 
+#define MAX_PARAMS 64
 typedef struct fake_function {
     char name[128];
     int max_dynamic_shared;
+    int n_params;                  /* from the image's .nv.info.<name> */
+    unsigned param_size[MAX_PARAMS];
     struct fake_function *next; /* the module's functions, freed with it */
 } fake_function;
 typedef struct fake_stream {
@@ -76,6 +79,7 @@ long fake_cuda_count(const char *what) {
     if (!strcmp(what, "pointer_queries")) return n_pointer_queries;
     if (!strcmp(what, "tensor_maps")) return n_tensor_maps;
     if (!strcmp(what, "modules")) return n_modules;
+    if (!strcmp(what, "params")) return n_params;
     return -1;
 }
 
@@ -83,7 +87,7 @@ const fake_launch *fake_cuda_launch(int i) { return i >= 0 && i < n_launches ? &
 
 void fake_cuda_reset(void) {
     pthread_mutex_lock(&mu);
-    n_launches = n_captured = n_graph_launches = n_pointer_queries = n_tensor_maps = 0;
+    n_launches = n_captured = n_graph_launches = n_pointer_queries = n_tensor_maps = n_params = 0;
     pthread_mutex_unlock(&mu);
 }
 
@@ -239,6 +243,52 @@ CUresult CUDAAPI cuModuleUnload(CUmodule m) {
     return CUDA_SUCCESS;
 }
 
+/* The kernel's parameters as its .nv.info.<name> section lists them:
+ * EIATTR_KPARAM_INFO (0x17) records of 12 bytes (index, ordinal 2 bytes,
+ * offset 2 bytes, then the size in bits 18-31), among records of 4 bytes
+ * (format, attribute, a 2-byte value) or, format 4, 4 + their 2-byte size.
+ * -1 where the image has no such section. */
+static int kernel_params(const fake_module *fm, const char *name, unsigned *sizes) {
+    const unsigned char *e = fm->image;
+    uint64_t shoff;
+    uint16_t shentsize, shnum, shstrndx;
+    memcpy(&shoff, e + 0x28, 8);
+    memcpy(&shentsize, e + 0x3A, 2);
+    memcpy(&shnum, e + 0x3C, 2);
+    memcpy(&shstrndx, e + 0x3E, 2);
+    uint64_t strings;
+    memcpy(&strings, e + shoff + (uint64_t)shstrndx * shentsize + 0x18, 8);
+    for (unsigned i = 0; i < shnum; ++i) {
+        const unsigned char *sh = e + shoff + (uint64_t)i * shentsize;
+        uint32_t name_at;
+        uint64_t off, size;
+        memcpy(&name_at, sh, 4);
+        memcpy(&off, sh + 0x18, 8);
+        memcpy(&size, sh + 0x20, 8);
+        const char *section = (const char *)e + strings + name_at;
+        if (strncmp(section, ".nv.info.", 9) || strcmp(section + 9, name)) continue;
+        int n = 0;
+        for (uint64_t p = 0; p + 4 <= size;) {
+            const unsigned char *r = e + off + p;
+            uint16_t len = 0;
+            if (r[0] == 4) memcpy(&len, r + 2, 2);
+            if (r[0] == 4 && r[1] == 0x17 && len == 12) {
+                uint16_t ordinal;
+                uint32_t bits;
+                memcpy(&ordinal, r + 8, 2);
+                memcpy(&bits, r + 12, 4);
+                if (ordinal < MAX_PARAMS) {
+                    sizes[ordinal] = bits >> 18;
+                    if (ordinal + 1 > n) n = ordinal + 1;
+                }
+            }
+            p += 4 + (r[0] == 4 ? len : 0);
+        }
+        return n;
+    }
+    return -1;
+}
+
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     fake_module *fm = (fake_module *)m;
     size_t len = strlen(name);
@@ -249,6 +299,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name
     if (!fn) return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(fn->name, name, len + 1);
     fn->max_dynamic_shared = 48 * 1024;
+    fn->n_params = kernel_params(fm, name, fn->param_size);
     fn->next = fm->functions;
     fm->functions = fn;
     *f = (CUfunction)fn;
@@ -413,11 +464,26 @@ CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap *map, CUtensorMapDataType ty
     return CUDA_SUCCESS;
 }
 
+/* Each of the kernel's parameters read from where params points (a short
+ * list meets the NULL after its last, or, under ASan, the end of its array). */
+static CUresult read_params(const fake_function *fn, void **params) {
+    unsigned char value[4096];
+    for (int i = 0; i < fn->n_params; ++i) {
+        if (!params[i] || fn->param_size[i] > sizeof value) return CUDA_ERROR_INVALID_VALUE;
+        memcpy(value, params[i], fn->param_size[i]);
+    }
+    pthread_mutex_lock(&mu);
+    n_params += fn->n_params > 0 ? fn->n_params : 0;
+    pthread_mutex_unlock(&mu);
+    return CUDA_SUCCESS;
+}
+
 static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], unsigned smem, CUstream s,
-                       int programmatic) {
+                       int programmatic, void **params) {
     const fake_function *fn = (const fake_function *)f;
     if (!have_context()) return CUDA_ERROR_INVALID_CONTEXT;
     if (!fn) return CUDA_ERROR_INVALID_HANDLE;
+    if (read_params(fn, params) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
     if (!grid[0] || !grid[1] || !grid[2] || grid[0] >= (1u << 31) || grid[1] > 65535 || grid[2] > 65535)
         return CUDA_ERROR_INVALID_VALUE;
     if (!block[0] || !block[1] || !block[2] || (unsigned long long)block[0] * block[1] * block[2] > 1024)
@@ -446,7 +512,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned
                                 unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
     const unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
     if (!params || extra) return CUDA_ERROR_INVALID_VALUE;
-    return launch(f, grid, block, smem, s, 0);
+    return launch(f, grid, block, smem, s, 0, params);
 }
 
 CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **params, void **extra) {
@@ -457,7 +523,7 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **
     for (unsigned i = 0; i < c->numAttrs; ++i)
         if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
             programmatic = c->attrs[i].value.programmaticStreamSerializationAllowed;
-    return launch(f, grid, block, c->sharedMemBytes, c->hStream, programmatic);
+    return launch(f, grid, block, c->sharedMemBytes, c->hStream, programmatic, params);
 }
 
 CUresult CUDAAPI cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode) {
