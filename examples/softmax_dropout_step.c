@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     int64_t B = argc > 3 ? atoll(argv[1]) : 2, H = argc > 3 ? atoll(argv[2]) : 16, T = argc > 3 ? atoll(argv[3]) : 541;
     float p = argc > 4 ? (float)atof(argv[4]) : 0.1f;
     attnbwd_ctx *ctx = NULL;
-    attnbwd_status s = attnbwd_open(NULL, &ctx); /* device 0, its arch, the default cache */
+    attnbwd_status s = attnbwd_open(NULL, &ctx); /* the current device (else 0), its arch, the default cache */
     if (s != ATTNBWD_OK) {
         fprintf(stderr, "attnbwd_open: %s: %s\n", attnbwd_status_name(s), attnbwd_last_error());
         return s == ATTNBWD_ERR_NO_DRIVER || s == ATTNBWD_ERR_NO_DEVICE ? 2 : 1;

@@ -68,8 +68,13 @@ typedef enum attnbwd_log_level {
 
 typedef void (*attnbwd_log_fn)(int level, const char *line, void *user);
 
+/* options.device: the device of the calling thread's current CUDA context
+ * (the one cudaSetDevice or PyTorch made current) when attnbwd_open runs,
+ * or device 0 where the thread has none. */
+#define ATTNBWD_DEVICE_CURRENT (-1)
+
 typedef struct attnbwd_options {
-    int device;             /* CUDA device ordinal (default 0) */
+    int device;             /* CUDA device ordinal (default ATTNBWD_DEVICE_CURRENT) */
     const char *cache_dir;  /* NULL: $ATTNBWD_CACHE_DIR, $XDG_CACHE_HOME/attnbwd, ~/.cache/attnbwd */
     int disk_cache;         /* 1 (default) use the disk cache; 0 memory only. ATTNBWD_CACHE=0 also turns it off */
     const char *arch;       /* "sm_90" etc.: compile for it, no GPU needed. NULL: the device's */

@@ -21,6 +21,7 @@ double now_seconds(void) {
 void attnbwd_options_init(attnbwd_options *opt) {
     if (!opt) return;
     memset(opt, 0, sizeof *opt);
+    opt->device = ATTNBWD_DEVICE_CURRENT;
     opt->disk_cache = 1;
     opt->log_level = ATTNBWD_LOG_WARN;
 }
@@ -70,8 +71,10 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     if (opt.arch && (!valid_arch(opt.arch) || strlen(opt.arch) >= 16))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "options.arch = \"%s\": expected an architecture such as \"sm_90\"", opt.arch);
-    if (opt.device < 0)
-        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.device = %d: must be >= 0", opt.device);
+    if (opt.device < ATTNBWD_DEVICE_CURRENT)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
+                       "options.device = %d: must be an ordinal (>= 0) or ATTNBWD_DEVICE_CURRENT (-1)", opt.device);
+    if (opt.device == ATTNBWD_DEVICE_CURRENT) opt.device = drv_current_device();
     if (opt.log_level < ATTNBWD_LOG_QUIET || opt.log_level > ATTNBWD_LOG_DEBUG)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.log_level = %d: must be 0..3", opt.log_level);
 

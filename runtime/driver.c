@@ -26,6 +26,7 @@
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", (CUcontext *, CUdevice))              \
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", (CUdevice))                      \
     X(cuCtxGetCurrent, "cuCtxGetCurrent", (CUcontext *))                                          \
+    X(cuCtxGetDevice, "cuCtxGetDevice", (CUdevice *))                                             \
     X(cuCtxPushCurrent, "cuCtxPushCurrent_v2", (CUcontext))                                       \
     X(cuCtxPopCurrent, "cuCtxPopCurrent_v2", (CUcontext *))                                       \
     X(cuModuleLoadData, "cuModuleLoadData", (CUmodule *, const void *))                           \
@@ -127,6 +128,15 @@ int drv_version(void) { return drv_load() == ATTNBWD_OK ? driver_version : 0; }
 
 #define DEV(d) ((d)->cu_device)
 #define CTX(d) ((CUcontext)(d)->cu_ctx)
+
+int drv_current_device(void) {
+    CUcontext cur = NULL;
+    CUdevice d = 0;
+    if (drv_load() != ATTNBWD_OK || p_cuCtxGetCurrent(&cur) != CUDA_SUCCESS || !cur ||
+        p_cuCtxGetDevice(&d) != CUDA_SUCCESS)
+        return 0;
+    return (int)d;
+}
 
 attnbwd_status drv_device_open(int ordinal, drv_device *dev) {
     attnbwd_status status = drv_load();

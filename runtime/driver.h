@@ -25,6 +25,10 @@ typedef struct drv_device {
 attnbwd_status drv_load(void);
 int drv_version(void);
 
+/* The device of the calling thread's current context; 0 where it has none
+ * (or there is no driver). */
+int drv_current_device(void);
+
 /* Retain the primary context of the device (reads its properties). */
 attnbwd_status drv_device_open(int ordinal, drv_device *dev);
 void drv_device_close(drv_device *dev);

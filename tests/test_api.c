@@ -32,8 +32,8 @@ static void open_errors(void **state) {
     EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "options.arch = \"sm9\"");
     assert_null(ctx);
     o.arch = "sm_90";
-    o.device = -1;
-    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "options.device = -1");
+    o.device = -2;
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "options.device = -2");
     o.device = 0;
     o.log_level = 7;
     EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "log_level = 7");

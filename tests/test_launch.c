@@ -452,6 +452,36 @@ static void threads_share_kernels(void **state) {
     attnbwd_close(ctx);
 }
 
+/* A context opened with the default options where the calling thread has
+ * device 1's context current (cudaSetDevice(1), a PyTorch rank 1) runs on
+ * device 1, and takes that device's memory; with none current, device 0. */
+static void default_device_is_the_current_one(void **state) {
+    (void)state;
+    void *primary = NULL;
+    assert_int_equal(fake_primary_retain(&primary, 1), 0);
+    assert_int_equal(fake_push(primary), 0);
+    attnbwd_ctx *ctx = open_ctx();
+    assert_int_equal(fake_pop(&primary), 0);
+    attnbwd_ctx_info info;
+    assert_int_equal(attnbwd_ctx_get_info(ctx, &info), ATTNBWD_OK);
+    assert_int_equal(info.device, 1);
+    attnbwd_shape s = {ATTNBWD_SOFTMAX_DROPOUT_BWD, 1, 2, 32, 0, 0};
+    attnbwd_kernel *k = NULL;
+    assert_int_equal(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_OK);
+    const size_t n = 2 * 32 * 32;
+    float *go = fake_alloc(4 * n, FAKE_MEM_DEVICE, 1, 0), *p = fake_alloc(4 * n, FAKE_MEM_DEVICE, 1, 0),
+          *gs = fake_alloc(4 * n, FAKE_MEM_DEVICE, 1, 0);
+    uint8_t *mask = fake_alloc(32 * 32, FAKE_MEM_DEVICE, 1, 0);
+    assert_int_equal(attnbwd_softmax_dropout_bwd(k, go, p, mask, NULL, 0.0f, gs, NULL), ATTNBWD_OK);
+    EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, dev_floats(n), p, mask, NULL, 0.0f, gs, NULL),
+                  ATTNBWD_ERR_INVALID_ARGUMENT, "is memory of device 0; this context runs its kernels on device 1");
+    attnbwd_close(ctx);
+    ctx = open_ctx();
+    assert_int_equal(attnbwd_ctx_get_info(ctx, &info), ATTNBWD_OK);
+    assert_int_equal(info.device, 0);
+    attnbwd_close(ctx);
+}
+
 /* Each wrong buffer refused by name, before any launch. */
 static void edit_pointers_checked(void **state) {
     (void)state;
@@ -635,6 +665,7 @@ int main(void) {
         cmocka_unit_test(threads_share_kernels),
         cmocka_unit_test(failed_launch_mid_plan),
         cmocka_unit_test(driver_failures_are_reported),
+        cmocka_unit_test(default_device_is_the_current_one),
         cmocka_unit_test(edit_pointers_checked),
         cmocka_unit_test(softmax_pointers_checked),
         cmocka_unit_test(softmax_plans_launch),

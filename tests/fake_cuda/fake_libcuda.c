@@ -186,6 +186,12 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *c) {
     return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *d) {
+    if (!depth) return CUDA_ERROR_INVALID_CONTEXT;
+    *d = (CUdevice)((int *)stack[depth - 1] - primary);
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuCtxPushCurrent(CUcontext c) {
     if (depth == MAX_STACK) return CUDA_ERROR_UNKNOWN;
     stack[depth++] = c;
