@@ -14,14 +14,6 @@
 
 #include "test_util.h"
 
-#define EXPECT_STATUS(call, status, needle)                                               \
-    do {                                                                                  \
-        attnbwd_status s_ = (call);                                                       \
-        if (s_ != (status) || !strstr(attnbwd_last_error(), (needle)))                    \
-            fail_msg("%s: got %s \"%s\", expected %s with \"%s\"", #call,                 \
-                     attnbwd_status_name(s_), attnbwd_last_error(), #status, (needle));   \
-    } while (0)
-
 static void open_errors(void **state) {
     (void)state;
     attnbwd_options o;

@@ -38,14 +38,6 @@ static int (*fake_primary_retain)(void **, int);
 static int (*fake_push)(void *);
 static int (*fake_pop)(void **);
 
-#define EXPECT_STATUS(call, status, needle)                                               \
-    do {                                                                                  \
-        attnbwd_status s_ = (call);                                                       \
-        if (s_ != (status) || !strstr(attnbwd_last_error(), (needle)))                    \
-            fail_msg("%s: got %s \"%s\", expected %s with \"%s\"", #call,                 \
-                     attnbwd_status_name(s_), attnbwd_last_error(), #status, (needle));   \
-    } while (0)
-
 static int find_fake(void **state) {
     (void)state;
     const char *lib = getenv("ATTNBWD_LIBCUDA");

@@ -24,6 +24,15 @@ static inline void test_rmtree(const char *d) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", d);
 }
 
+/* In a cmocka test: the call returns `status` and the message holds `needle`. */
+#define EXPECT_STATUS(call, status, needle)                                               \
+    do {                                                                                  \
+        attnbwd_status s_ = (call);                                                       \
+        if (s_ != (status) || !strstr(attnbwd_last_error(), (needle)))                    \
+            fail_msg("%s: got %s \"%s\", expected %s with \"%s\"", #call,                 \
+                     attnbwd_status_name(s_), attnbwd_last_error(), #status, (needle));   \
+    } while (0)
+
 typedef struct log_counts {
     int warn, compiled, disk_hit;
     char last[1024];
