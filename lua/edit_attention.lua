@@ -163,14 +163,16 @@ function M.heuristic(shape, arch)
   t.ga_rowdot = 1
   -- gh_bias=1: the edit-bias sums made by grad_hidden's idle producer warps
   -- beside its tiles (where it is TMA-fed with A as stored, alone or in one
-  -- pair launch) instead of by bias_grads after the pass (the same bits). Built without a GPU: off
-  -- until measured (docs/benchmarks.md, twenty-third session, says what it
-  -- is expected to do).
+  -- pair launch) instead of by bias_grads after the pass (the same bits).
+  -- Measured (2026-12-05, twenty-fourth session, an H100): correct, but the
+  -- calls 19% slower in geomean, 2.7x at B=2,T=768 (three warps a block of
+  -- grad_hidden's few blocks read gS far slower than bias_grads' whole GPU):
+  -- off, and not among explore's candidates.
   t.gh_bias = 0
   -- mc=2: the TMA-fed products in clusters of two blocks along M, B's tile
-  -- multicast by the TMA to both (L2 read once for two).
-  -- Built without a GPU: off until measured (docs/benchmarks.md, twenty-third
-  -- session).
+  -- multicast by the TMA to both (L2 read once for two). Measured (same
+  -- run): correct, but gA alone 68% slower at B=64,T=128 and B=32,T=293 (level
+  -- at B = 2), the calls 28% slower in geomean: off, not among the candidates.
   t.mc = 1
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
@@ -415,12 +417,8 @@ function M.candidates(shape)
     t.splitk_red = red
     add(t)
   end
-  local ghb = M.heuristic(shape) -- the bias sums by grad_hidden's producer warps (where B > 1, TMA-fed)
-  ghb.gh_bias = 1 - ghb.gh_bias
-  if shape.batch > 1 then add(ghb) end
-  local mcast = M.heuristic(shape) -- B multicast to clusters of two blocks
-  mcast.mc = 2
-  add(mcast)
+  -- gh_bias=1 and mc=2 are not offered: 19% and 28% slower in geomean where
+  -- measured (docs/benchmarks.md, twenty-fourth session); tiles can still ask for them.
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)
   kv.pair_kv = 1 - kv.pair_kv
   if kv.pair > 0 then add(kv) end
