@@ -12,7 +12,8 @@
 -- the second's time against the first's. MODE time:KERNEL times instead the
 -- plan's kernel whose name ends in KERNEL, alone (problem 2), the same way:
 -- its results need not be right, for timing a kernel experiment before it
--- computes anything.
+-- computes anything. MODE time:* prints every kernel's time alone instead (the
+-- first rep's lines), one block a variant.
 local attnbwd = require "attnbwd"
 local mode, suite = arg[1], arg[2]
 local variants = { table.unpack(arg, 3) }
@@ -59,10 +60,12 @@ for idx, case in ipairs(attnbwd.suite(suite)) do
         for i, v in ipairs(variants) do mapped[i] = tiles_of(v, case) or "-" end
         best = attnbwd.time_tiles(case, mapped, iters, reps)
       else
-        for _ = 1, reps do
+        for rep = 1, reps do
           for i, v in ipairs(variants) do
             local us, lines = attnbwd.time(case, tiles_of(v, case), iters, kernel ~= nil) -- alone: only for time:KERNEL
-            if kernel then -- its line of the per-kernel times ("name us share")
+            if kernel == "*" then
+              if rep == 1 then print(line .. " " .. v .. ": " .. string.format("%.1f us", us) .. "\n" .. (lines or "")) end
+            elseif kernel then -- its line of the per-kernel times ("name us share")
               us = nil
               for name, t in (lines or ""):gmatch("(%S+)%s+([%d.]+) us") do
                 if name:sub(-#kernel) == kernel then us = tonumber(t) end

@@ -154,7 +154,11 @@ local function plan_fused(shape, t, arch)
   -- grad_output^T, out_weight A stored [K, M] (the producer transposes it)
   -- and grad_output B as it lies, rounded in place (B_ROUND), the result
   -- stored transposed as gA (C_T): no transpose of out_weight on the chain.
-  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 and tiles.choose_tma(HID, BT, HID, true, smem_limit(arch)) then
+  -- ga_bm, ga_bn, ga_split (nonzero): gA's tiles and K split forced, on
+  -- whichever of its paths has them (for A/Bs of gA's tiles; 0: the model's).
+  local ga_want = (t.ga_bm ~= 0 or t.ga_bn ~= 0 or t.ga_split ~= 0) and
+                  { bm = t.ga_bm, bn = t.ga_bn, splits = t.ga_split } or nil
+  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 and tiles.choose_tma(HID, BT, HID, true, smem_limit(arch), nil, ga_want) then
     products[1] = { name = "grad_attn_out", m = HID, n = BT, k = HID, lda = HID, ldb = HID, ldc = HID, ta = true,
       tb = false, a = "in:out_weight", b = "in:grad_output", c = "ws:gA", rowdot = true, b_direct = true, c_t = true,
       comment = "gA^T [1024,BT] = out_weight^T @ grad_output^T, stored as gA [BT,1024]; grad_output as it lies" }
@@ -163,23 +167,31 @@ local function plan_fused(shape, t, arch)
   -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
   -- to TF32): whichever the model says is faster, the transpose included.
   for _, g in ipairs(products) do
-    g.choice = tiles.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch))
+    local want = g.rowdot and ga_want or nil
+    g.choice = tiles.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch), want)
     if t.wg == 1 and not g.tb then
       g.a_sw = t.a_smem == 1 and not g.ta
-      local w = tiles.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw)
+      local w = tiles.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw, want)
       -- splitk_red=2: splits costed as added by atomics (not gA's: its reduce makes the row dots)
-      local fed = t.tma == 1 and tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch), t.splitk_red == 2 and not g.rowdot)
-      if fed and fed.time < w.time then w = fed end
+      local fed = t.tma == 1 and
+                  tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch), t.splitk_red == 2 and not g.rowdot, want)
+      if fed and (not w or fed.time < w.time) then w = fed end
       -- The transpose, as measured with tr_vec=1 (8.1 us at 4 MB, 13.7 at 12,
       -- 27.8 at 32: 2.86 TB/s after 5.3 us; it was 2.6 TB/s after 9 us); a quarter of it
       -- where it runs on a side lane long before the product (qkv_weight for
       -- grad_hidden, hidden_states for grad_qkv_weight, both at the start):
       -- it only takes bandwidth from the others then.
       local transpose = 2 * g.n * g.k * 4 / 2.86e12 + 5.3e-6
-      w.time = w.time + (g.b_early and 0.25 or 1) * transpose
+      if w then w.time = w.time + (g.b_early and 0.25 or 1) * transpose end
       -- ga_tma=1: gA TMA-fed even where the model rates mma.sync faster (2: as gA^T, above).
       local forced = g.rowdot and t.ga_tma >= 1 and fed
-      if forced or w.time < g.choice.time then g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4 end
+      if forced or (w and (not g.choice or w.time < g.choice.time)) then
+        g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4
+      end
+    end
+    if not g.choice then
+      error(string.format("ga_bm=%d ga_bn=%d ga_split=%d: no tiles of %s's paths are of that shape (B*T=%d)",
+                          t.ga_bm, t.ga_bn, t.ga_split, g.name, BT), 0)
     end
   end
   -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
