@@ -175,6 +175,7 @@ function M.heuristic(shape, arch)
   -- at B = 2), the calls 28% slower in geomean: off, not among the candidates.
   t.mc = 1
   t.ga_bm, t.ga_bn, t.ga_split = 0, 0, 0 -- gA's tiles and K split: the model's
+  t.ga_dsm = 0 -- gA's K slices (mma.sync) added by a reduce launch
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -245,6 +246,8 @@ local CHOICES = {
   { "ga_bm", { 0, 64, 128, 256 }, "gA's block rows: the model's (0), or only tiles of that many" },
   { "ga_bn", { 0, 64, 128, 256 }, "gA's block columns: the model's (0), or only tiles of that many" },
   { "ga_split", { 0, 1, 2, 3, 4, 6, 8 }, "gA's K slices: the model's (0), or that many" },
+  { "ga_dsm", { 0, 1 }, "gA's K slices on mma.sync added by a reduce launch, or across the cluster of their tile's "
+                       .. "blocks with the row dots (sm_90)" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },

@@ -33,6 +33,7 @@ local M = {}
 local H, D, HID, QKV, POS, COL_SPLIT = limits.H, limits.D, limits.HID, limits.QKV, limits.POS, limits.COL_SPLIT
 local SMS = limits.SMS
 local ceil_div, smem_limit, att_on_wg = limits.ceil_div, limits.smem_limit, limits.att_on_wg
+local pdl_arch = limits.pdl_arch
 local attention_smem, attention_wg_smem = limits.attention_smem, limits.attention_wg_smem
 local GEMM_BK, GEMM_CONFIGS = tiles.GEMM_BK, tiles.GEMM_CONFIGS
 local gemm_smem, wg_smem, tma_smem, tma_threads = tiles.gemm_smem, tiles.wg_smem, tiles.tma_smem, tiles.tma_threads
@@ -256,6 +257,14 @@ local function plan_fused(shape, t, arch)
   end
   -- Whether a product's K slices go through the workspace to a reduce launch.
   local function apart(g) return g.choice.splits > 1 and not g.choice.cluster and not adds_slices(g) end
+  -- ga_dsm=1 (sm_90): gA on mma.sync with its K split, the slices of a tile
+  -- the blocks of one cluster, added across it with the row dots
+  -- (templates/gemm_tc_cluster_kernel.cu): no partial products, no reduce.
+  local gattn0 = products[1]
+  if t.ga_dsm == 1 and pdl_arch(arch) and not gattn0.choice.wg and gattn0.choice.splits > 1 and
+     gattn0.choice.splits <= 8 and not gs_half then
+    gattn0.choice.cluster = true
+  end
   -- ga_rowdot=1: gA, TMA-fed and unsplit, makes the row dots from its
   -- accumulators (templates/gemm_tma.cu's ROWDOT_T): no rowdot launch after it.
   local function makes_rowdots(g)
@@ -296,7 +305,7 @@ local function plan_fused(shape, t, arch)
   if any_wg then
     p.render("gemm_wg.cu", {})
     -- the attention pass names the mbarrier helpers even where P_TMA leaves them unused
-    if t.tma == 1 or att_wg then p.render("tma.cu", {}) end
+    if t.tma == 1 or att_wg or gattn0.choice.cluster then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
     p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })
   end
@@ -422,13 +431,18 @@ local function plan_fused(shape, t, arch)
       p.kernel(g.name, grid, { bind(g.a), wsp("tB_" .. g.name), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 },
                wg_smem(c, g.ta, g.a_sw))
     else
-      p.render("gemm_tc_kernel.cu", {
+      local values = {
         NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
         TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
         WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
-      })
-      p.kernel(g.name, grid, { bind(g.a), bind(g.b), out, "f32:one" }, { c.warps_m * c.warps_n * 32, 1, 1 },
-               gemm_smem(c, g.ta, g.tb))
+      }
+      local args = { bind(g.a), bind(g.b), out, "f32:one" }
+      if g.choice.cluster then -- ga_dsm: gA's slices added across their cluster, with the row dots
+        values.T, values.SMEM_FLOATS = T, gemm_smem(c, g.ta, g.tb) // 4
+        args[#args + 1], args[#args + 2] = "in:attention_output", wsp("rowdot")
+      end
+      p.render(g.choice.cluster and "gemm_tc_cluster_kernel.cu" or "gemm_tc_kernel.cu", values)
+      p.kernel(g.name, grid, args, { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
     end
     finish_product(g, sums)
     return sums

@@ -94,4 +94,52 @@ __device__ __forceinline__ unsigned cluster_ctarank() {
     return r;
 }
 
+// The sum over a cluster of CLUSTER blocks of the BM x BN tiles each has
+// parked in its shared memory at `tile` (rows LDT floats apart), times alpha,
+// into C: rank `rank` adds rows [rank * RB, ...) in rank order (a split
+// product's reduce launch adds its slices in that order: the same sums), a
+// float4 a thread (`ct` of THREADS, whole warps). ROWDOT_T > 0 (gA: N = 1024
+// columns, 16 heads of 64): with them the attention pass's row dots D of
+// those rows, attention_output (O, [M, N]) read beside, a head's 16 float4s on
+// the 16 lanes of a half-warp, added as the rowdot kernel adds them
+// (head_dot4: the same bits). The caller syncs the cluster before (every tile
+// parked) and after (every tile read).
+template <i64 M, i64 N, int BM, int BN, int LDT, int CLUSTER, int THREADS, i64 ROWDOT_T>
+__device__ __forceinline__ void cluster_sum_store(const float *tile, float *__restrict__ C, i64 ldc, float alpha,
+                                                  int rank, i64 m0, i64 n0, int ct, const float *__restrict__ O,
+                                                  float *__restrict__ rowdot) {
+    constexpr int Q = BN / 4, RB = (BM + CLUSTER - 1) / CLUSTER;
+    static_assert(CLUSTER <= 8 && THREADS % 32 == 0 && LDT % 4 == 0, "a portable cluster, whole warps, float4 rows");
+    static_assert(ROWDOT_T == 0 || (N == 1024 && BN % 64 == 0), "row dots: whole heads of gA");
+    const int r0 = rank * RB, rows = BM - r0 < RB ? BM - r0 : RB;
+    const int items = (rows * Q + 31) / 32 * 32; // every lane of a warp through each pass: the shuffles
+    for (int i = ct; i < items; i += THREADS) {
+        const int row = r0 + i / Q, c4 = i % Q;
+        const i64 rr = m0 + row, c = n0 + 4 * c4;
+        const bool ok = i < rows * Q && rr < M;
+        float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (ok) {
+            const float *src = tile + row * LDT + 4 * c4;
+            s = ld_dsmem_f4(src, 0);
+#pragma unroll
+            for (int q = 1; q < CLUSTER; ++q) {
+                const float4 v = ld_dsmem_f4(src, q);
+                s.x += v.x, s.y += v.y, s.z += v.z, s.w += v.w;
+            }
+            s = make_float4(alpha * s.x, alpha * s.y, alpha * s.z, alpha * s.w);
+            float *out = C + rr * ldc + c;
+            if (c + 3 < N && ldc % 4 == 0) *reinterpret_cast<float4 *>(out) = s;
+            else {
+                const float o[4] = {s.x, s.y, s.z, s.w};
+                for (int x = 0; x < 4 && c + x < N; ++x) out[x] = o[x];
+            }
+        }
+        if constexpr (ROWDOT_T > 0) {
+            const float4 o = ok ? *reinterpret_cast<const float4 *>(O + rr * N + c) : make_float4(0.f, 0.f, 0.f, 0.f);
+            const float d = head_dot4(s, o);
+            if (ok && c4 % 16 == 0) rowdot[((rr / ROWDOT_T) * 16 + c / 64) * ROWDOT_T + rr % ROWDOT_T] = d;
+        }
+    }
+}
+
 } // namespace tc

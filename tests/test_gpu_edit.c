@@ -13,7 +13,8 @@
  * k tiles further ahead (gq_stages), the row dots made by gA's TMA-fed
  * blocks (ga_rowdot, the default; with ga_tma=1 also 128x128 tiles, two
  * heads a tile, at odd T) and by their own launch (ga_rowdot=0), the side
- * lanes after gA's transposed B (side_start=2), the edit-bias sums made by
+ * lanes after gA's transposed B (side_start=2), gA's K slices added across
+ * clusters with the row dots (ga_dsm=1), the edit-bias sums made by
  * grad_hidden's producer warps (gh_bias=1), the products' B tiles multicast
  * to clusters of two blocks (mc=2), a case past 2^31 elements in each
  * [B, 16, T, T] tensor (also with gh_bias=1), and
@@ -211,6 +212,14 @@ int main(void) {
     runs[n++] = tiled_run(8, 200, 0.1, MASK0, "ga_tma=1");
     runs[n++] = tiled_run(16, 129, 0.25, MASK0, "ga_tma=1");
     runs[n++] = tiled_run(4, 640, 0.1, 0, "ga_rowdot=0");
+    /* gA's K slices (mma.sync) added across the cluster of their tile's blocks with the row dots (ga_dsm=1):
+     * clusters of 8 at T = 17 (one row tile of 17 rows, key zeros), of 4 at B=1,T=373 (the last row tile
+     * short), of 3 (rows 43/43/42 a rank) with non-zero projection biases, and 128x128 tiles (two heads a
+     * tile) in clusters of 4. */
+    runs[n++] = tiled_run(1, 17, 0.1, MASK0, "ga_dsm=1");
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "ga_dsm=1");
+    runs[n++] = tiled_run(3, 129, 0.25, MASK0 | BIASES, "ga_dsm=1 ga_split=3");
+    runs[n++] = tiled_run(2, 352, 0.1, 0, "ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=4");
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     runs[n++] = tiled_run(4, 288, 0.1, MASK0, "side_start=2");
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles
