@@ -302,12 +302,17 @@ local function plan_fused(shape, t, arch)
   p.render("tc_common.cu", {})
   if t.gs_store == 1 then p.render("bias_rows.cu", {}) end
   p.render("gemm_tc.cu", {})
+  -- tma.cu: the TMA's and the cluster's helpers (ga_dsm's cluster sums too,
+  -- wherever gA is on mma.sync); the attention pass names the mbarrier
+  -- helpers even where P_TMA leaves them unused.
+  local tma_helpers = (any_wg and (t.tma == 1 or att_wg)) or gattn0.choice.cluster
   if any_wg then
     p.render("gemm_wg.cu", {})
-    -- the attention pass names the mbarrier helpers even where P_TMA leaves them unused
-    if t.tma == 1 or att_wg or gattn0.choice.cluster then p.render("tma.cu", {}) end
+    if tma_helpers then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
     p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })
+  elseif tma_helpers then
+    p.render("tma.cu", {})
   end
   -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
   -- rounded (templates/transpose.cu); nothing for an mma.sync product.

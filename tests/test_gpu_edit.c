@@ -214,12 +214,13 @@ int main(void) {
     runs[n++] = tiled_run(4, 640, 0.1, 0, "ga_rowdot=0");
     /* gA's K slices (mma.sync) added across the cluster of their tile's blocks with the row dots (ga_dsm=1):
      * clusters of 8 at T = 17 (one row tile of 17 rows, key zeros), of 4 at B=1,T=373 (the last row tile
-     * short), of 3 (rows 43/43/42 a rank) with non-zero projection biases, and 128x128 tiles (two heads a
-     * tile) in clusters of 4. */
+     * short), of 3 (rows 43/43/42 a rank) with non-zero projection biases, 128x128 tiles (two heads a
+     * tile) in clusters of 4, and with every other product on mma.sync too (wg=0: no wgmma or TMA beside). */
     runs[n++] = tiled_run(1, 17, 0.1, MASK0, "ga_dsm=1");
     runs[n++] = tiled_run(1, 373, 0.1, 0, "ga_dsm=1");
     runs[n++] = tiled_run(3, 129, 0.25, MASK0 | BIASES, "ga_dsm=1 ga_split=3");
     runs[n++] = tiled_run(2, 352, 0.1, 0, "ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=4");
+    runs[n++] = tiled_run(2, 352, 0.1, MASK0, "ga_dsm=1 wg=0");
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     runs[n++] = tiled_run(4, 288, 0.1, MASK0, "side_start=2");
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles
