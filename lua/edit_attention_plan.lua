@@ -190,9 +190,9 @@ local function plan_fused(shape, t, arch)
         g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4
       end
     end
-    if not g.choice then
-      error(string.format("ga_bm=%d ga_bn=%d ga_split=%d: no tiles of %s's paths are of that shape (B*T=%d)",
-                          t.ga_bm, t.ga_bn, t.ga_split, g.name, BT), 0)
+    if not g.choice then -- the tiles asked for are refused, as validate's are
+      return nil, string.format("ga_bm=%d ga_bn=%d ga_split=%d: no tiles of %s's paths are of that shape (B*T=%d)",
+                                t.ga_bm, t.ga_bn, t.ga_split, g.name, BT)
     end
   end
   -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch

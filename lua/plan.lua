@@ -84,11 +84,13 @@ end
 -- The kernel table C reads: name, source, tiles, grid, block, shared_bytes;
 -- optionally align, launches and workspace_bytes (a plan of several kernels),
 -- and compile_arch (arch .. "a", for instructions such as wgmma that only the
--- arch-specific target has). Returns it, or nil and why the tiles were refused.
+-- arch-specific target has). Returns it, or nil and why the tiles were refused
+-- (by the problem's validate, or by its plan where only planning can tell).
 function M.plan(shape, arch, override)
   local tiles, why = M.tiles(shape, override, arch)
   if not tiles then return nil, why end
-  local k = problem_module(shape).plan(shape, tiles, arch)
+  local k, refused = problem_module(shape).plan(shape, tiles, arch)
+  if not k then return nil, "tiles " .. render.tiles_string(tiles) .. ": " .. refused end
   k.tiles = render.tiles_string(tiles)
   return k
 end

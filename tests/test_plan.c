@@ -1369,6 +1369,56 @@ static void pair_dsm_plans(void **state) {
     gen_close(g);
 }
 
+/* gA's tiles forced (ga_bm, ga_bn, ga_split): at B=2,T=352 (mma.sync) 128x128
+ * tiles in four K slices, then the reduce; no tiles of the shape asked for is
+ * an error naming the keys. ga_dsm=1 (not among the candidates until it has
+ * run on a GPU): a split mma.sync gA in clusters of its slices (grid z = the
+ * cluster's size), attention_output and the row dots its last arguments, and
+ * no reduce or rowdot launch after it; where gA is not split on mma.sync
+ * (B=2,T=768: wgmma) nothing changes but the tiles' text. */
+static void ga_tiles_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 352, 1, 0};
+    kernel_plan p;
+    assert_int_equal(gen_plan(g, &s, "sm_90", "ga_bm=128 ga_bn=128 ga_split=4", &p), ATTNBWD_OK);
+    const plan_launch *ga = launch_named(&p, "_grad_attn_out");
+    assert_non_null(ga);
+    assert_int_equal(ga->grid[0], 8);
+    assert_int_equal(ga->grid[1], 6);
+    assert_int_equal(ga->grid[2], 4);
+    assert_non_null(launch_named(&p, "_grad_attn_out_reduce"));
+    kernel_plan_free(&p);
+    assert_int_equal(gen_plan(g, &s, "sm_90", "ga_bm=64 ga_bn=256 ga_split=8 wg=0", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(attnbwd_last_error(), "ga_bm=64 ga_bn=256 ga_split=8"));
+
+    const char *dsm[] = {"ga_dsm=1", "ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=3", "ga_dsm=1 wg=0"};
+    for (size_t i = 0; i < sizeof dsm / sizeof dsm[0]; ++i) {
+        assert_int_equal(gen_plan(g, &s, "sm_90", dsm[i], &p), ATTNBWD_OK);
+        check_lanes(&p);
+        ga = launch_named(&p, "_grad_attn_out");
+        assert_non_null(ga);
+        char dims[64];
+        snprintf(dims, sizeof dims, "__cluster_dims__(1, 1, %d)", (int)ga->grid[2]);
+        assert_true(ga->grid[2] > 1);
+        assert_non_null(strstr(kernel_head(&p, ga), dims));
+        assert_int_equal(ga->n_args, 6);
+        assert_string_equal(ga->args[4], "in:attention_output");
+        assert_null(launch_named(&p, "_grad_attn_out_reduce"));
+        assert_null(launch_named(&p, "_rowdot"));
+        kernel_plan_free(&p);
+    }
+    attnbwd_shape w = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 768, 1, 0};
+    kernel_plan q;
+    assert_int_equal(gen_plan(g, &w, "sm_90", "ga_dsm=1", &p), ATTNBWD_OK);
+    assert_int_equal(gen_plan(g, &w, "sm_90", "", &q), ATTNBWD_OK);
+    assert_int_equal(p.n_launches, q.n_launches);
+    assert_null(strstr(p.source, "__cluster_dims__(1, 1,"));
+    kernel_plan_free(&p);
+    kernel_plan_free(&q);
+    gen_close(g);
+}
+
 /* gs_direct=1 at B = 1: the pass writes gS into grad_edit_region_bias (rows
  * 1024 floats apart, heads 1024 rows apart), gQ reads it there with those
  * strides, the bias sums read it in place (no gs argument), and the
@@ -1561,6 +1611,7 @@ int main(void) {
         cmocka_unit_test(side_start2_plans),
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(pair_dsm_plans),
+        cmocka_unit_test(ga_tiles_plans),
         cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
