@@ -260,10 +260,10 @@ local function plan_fused(shape, t, arch)
   -- ga_dsm=1 (sm_90): gA on mma.sync with its K split, the slices of a tile
   -- the blocks of one cluster, added across it with the row dots
   -- (templates/gemm_tc_cluster_kernel.cu): no partial products, no reduce.
-  local gattn0 = products[1]
-  if t.ga_dsm == 1 and pdl_arch(arch) and not gattn0.choice.wg and gattn0.choice.splits > 1 and
-     gattn0.choice.splits <= 8 and not gs_half then
-    gattn0.choice.cluster = true
+  local gattn = products[1]
+  if t.ga_dsm == 1 and pdl_arch(arch) and not gattn.choice.wg and gattn.choice.splits > 1 and
+     gattn.choice.splits <= 8 and not gs_half then
+    gattn.choice.cluster = true
   end
   -- ga_rowdot=1: gA, TMA-fed and unsplit, makes the row dots from its
   -- accumulators (templates/gemm_tma.cu's ROWDOT_T): no rowdot launch after it.
@@ -305,7 +305,7 @@ local function plan_fused(shape, t, arch)
   -- tma.cu: the TMA's and the cluster's helpers (ga_dsm's cluster sums too,
   -- wherever gA is on mma.sync); the attention pass names the mbarrier
   -- helpers even where P_TMA leaves them unused.
-  local tma_helpers = (any_wg and (t.tma == 1 or att_wg)) or gattn0.choice.cluster
+  local tma_helpers = (any_wg and (t.tma == 1 or att_wg)) or gattn.choice.cluster
   if any_wg then
     p.render("gemm_wg.cu", {})
     if tma_helpers then p.render("tma.cu", {}) end
@@ -520,7 +520,7 @@ local function plan_fused(shape, t, arch)
   -- sums, grad_qkv_weight, grad_qkv_bias) beside the rest of the chain. Most
   -- of these kernels fill a fraction of the GPU on small shapes; side by side
   -- they fill it together. Launches are issued in the order the chain needs.
-  local gattn, gow, gqw = products[1], products[2], products[4]
+  local gow, gqw = products[2], products[4]
   -- side_start=2: the side lanes start once gA's B (out_weight) is
   -- transposed, lane 0's first launch: it then has the GPU to itself, and gA
   -- follows it before the side lanes' products (else as side_start=0).

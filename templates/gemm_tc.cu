@@ -12,8 +12,7 @@
 // (gA's K slices added across a cluster: templates/gemm_tc_cluster_kernel.cu).
 namespace tc {
 struct store_epilogue {
-    static constexpr bool active = false;
-    template <class Acc> __device__ __forceinline__ void operator()(const Acc &, float *, i64, i64, int, int) const {}
+    static constexpr bool active = false; // the stores below; never called
 };
 template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, bool TB, int MODE, int BM, int BN, int BK, int WARPS_M,
           int WARPS_N, int STAGES, i64 KSPLIT, class Epilogue = store_epilogue>
