@@ -51,6 +51,7 @@ case "${1:-check}" in
     echo "ga_dsm: test_gpu_edit exit $rc"; grep -E " PASS | FAIL | ERROR " "$OUT/tests_ga_dsm.txt" | cut -c1-150
     variants=("+ga_bm=0" "+ga_bm=128 ga_bn=128 ga_split=4" "+ga_tma=1 ga_split=2" "+ga_tma=2" "+ga_bn=256")
     [ $rc = 0 ] && variants+=("+ga_dsm=1" "+ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=4")
+    printf '%s\n' "${variants[@]}" > "$OUT/ab_ga_variants.txt" # the columns of ab_ga.txt, in order
     AB_SHAPES=2,5,9,10,12,13,14 AB_REPS=2 timeout 200 build/attnbwd lua bench/ab.lua time sol072_workload \
       "${variants[@]}" > "$OUT/ab_ga.txt" 2>&1
     echo "A/B of whole calls: exit $?"; cat "$OUT/ab_ga.txt"
