@@ -176,6 +176,11 @@ function M.heuristic(shape, arch)
   t.mc = 1
   t.ga_bm, t.ga_bn, t.ga_split = 0, 0, 0 -- gA's tiles and K split: the model's
   t.ga_dsm = 0 -- gA's K slices (mma.sync) added by a reduce launch
+  -- att_wc=1 (B = 1, gs_direct): the within/cross sums made by the attention
+  -- pass on wgmma, one pair a key block, instead of by bias_grads reading gS
+  -- (67 MB at T = 1024) back beside gQ and the pair; the columns past the
+  -- pass's last key block then zeroed at the start. Not yet measured: off.
+  t.att_wc = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -246,6 +251,8 @@ local CHOICES = {
   { "ga_bm", { 0, 64, 128, 256 }, "gA's block rows: the model's (0), or only tiles of that many" },
   { "ga_bn", { 0, 64, 128, 256 }, "gA's block columns: the model's (0), or only tiles of that many" },
   { "ga_split", { 0, 1, 2, 3, 4, 6, 8 }, "gA's K slices: the model's (0), or that many" },
+  { "att_wc", { 0, 1 }, "the edit-bias within/cross sums by the bias sums' launch, or (B = 1, gS in place) by the "
+                        .. "attention pass on wgmma, with no bias_grads launch" },
   { "ga_dsm", { 0, 1 }, "gA's K slices on mma.sync added by a reduce launch, or across the cluster of their tile's "
                        .. "blocks with the row dots (sm_90)" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "

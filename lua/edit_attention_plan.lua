@@ -279,6 +279,11 @@ local function plan_fused(shape, t, arch)
   -- not added by atomics; gS fp32 in the workspace; rows past T written by
   -- bias_zero_rows (or none: T = 1024).
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
+  -- att_wc (B = 1, gS in place, rows past T zeroed early or none): the wgmma
+  -- pass sums gS * m_i*m_j and gS * (m_i != m_j) per key block into wcpart,
+  -- which within_cross adds; the columns past its last key block are zeroed
+  -- at the start (bias_zero_cols): no bias_grads launch reads gS back.
+  local pass_wc = t.att_wc == 1 and gs_direct and (zero_early or T == POS)
   local ghid = products[3]
   local gh_bias = t.gh_bias == 1 and not pair_kv and not ghid.choice.cluster and not products[4].choice.cluster and
                   ghid.choice.tma == true and t.gh_trunc == 1 and t.gs_store == 1 and not gs_half and not gs_direct and
@@ -555,6 +560,9 @@ local function plan_fused(shape, t, arch)
   if zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
+  if pass_wc and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
+    p.kernel("bias_zero_cols", { ceil_div(T * (POS - 64 * NJ) // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
+  end
   if zero_early or gh_bias then p.signal("bias_zero") end
   p.on(0)
   if gattn.choice.splits == 1 and not makes_rowdots(gattn) then -- else gA or its reduce made them
@@ -578,7 +586,8 @@ local function plan_fused(shape, t, arch)
     local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
     p.kernel("attention_wg", { ceil_div(NJ, t.att_kb), B * H, 1 },
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
-             "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p" }, nil,
+             "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p",
+             "in:edit_region_mask", wsp("wcpart") }, nil,
            attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb))
   else
     p.kernel("attention", { NJ, B * H, 1 },
@@ -594,7 +603,11 @@ local function plan_fused(shape, t, arch)
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
     p.signal("grad_qkv")
   else
-    if not gh_bias then
+    if pass_wc then
+      p.on(1)
+      p.wait("attention")
+      p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+    elseif not gh_bias then
       p.on(1)
       p.wait("attention")
       if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
@@ -693,7 +706,7 @@ local function plan_fused(shape, t, arch)
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
                      P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
-                     GS_ROUND = gs_round and 1 or 0 }
+                     GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0 }
     p.render("attention_wg.cu", values)
     p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
   end

@@ -55,6 +55,11 @@ typedef tc::gs_elem<GS_HALF>::t gs_t;
 // gK's product takes anyway), so that gQ's product reads it as stored, with
 // no rounding pass of its own; the bias sums then add the rounded values.
 constexpr bool GS_ROUND = {{GS_ROUND}};
+// WC (tile att_wc=1, B = 1 with gS in place): the pass also sums gS * m_i*m_j
+// and gS * (m_i != m_j) (the within/cross gradients), one pair of partials a
+// key block, which within_cross adds in order: no bias_grads launch reading
+// gS back for them.
+constexpr bool WC = {{WC}};
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
@@ -202,6 +207,48 @@ __device__ __forceinline__ void shuffle_d(float (&d)[4][2], float dl, int t) {
     for (int n = 0; n < 4; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) d[n][e] = __shfl_sync(0xffffffffu, dl, 8 * n + 2 * t + e);
+}
+// WC: this thread's sums over its rows i of gS_ij * m_i (a) and of gS_ij (c),
+// per key hh; ml is the edit mask of row perm(lane) of the step (as dl for D_i).
+__device__ __forceinline__ void wc_add(float (&a)[2], float (&c)[2], const float (&s)[4][4], float ml, int t) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const float mi = __shfl_sync(0xffffffffu, ml, 8 * n + 2 * t + e);
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) {
+                a[hh] = fmaf(s[n][2 * hh + e], mi, a[hh]);
+                c[hh] += s[n][2 * hh + e];
+            }
+        }
+}
+// WC, at the end: a group's (G warps: a key block's) within and cross sums, in
+// warp order; its first thread's result is the one stored. m_j = mj[hh]:
+// within = sum mj a, cross = sum (a - 2 mj a + mj c) (masks of 0 and 1).
+// scratch: 2 x 8 floats of shared memory no thread still reads.
+template <int G>
+__device__ __forceinline__ float2 wc_group_sums(const float (&a)[2], const float (&c)[2], const float (&mj)[2],
+                                                float (*scratch)[8]) {
+    float within = 0.f, cross = 0.f;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        within = fmaf(mj[hh], a[hh], within);
+        cross += a[hh] - 2.f * mj[hh] * a[hh] + mj[hh] * c[hh];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        within += __shfl_xor_sync(0xffffffffu, within, o);
+        cross += __shfl_xor_sync(0xffffffffu, cross, o);
+    }
+    const int warp = threadIdx.x / 32;
+    __syncthreads();
+    if (threadIdx.x % 32 == 0) scratch[0][warp] = within, scratch[1][warp] = cross;
+    __syncthreads();
+    float2 r = make_float2(0.f, 0.f);
+#pragma unroll
+    for (int x = 0; x < G; ++x) r.x += scratch[0][warp / G * G + x], r.y += scratch[1][warp / G * G + x];
+    return r;
 }
 // gS^T = keep_j (Pd^T * gPd^T - P^T * D_i), in gPd^T's accumulator layout.
 __device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)[16], const float (&p)[4][4],
@@ -372,4 +419,5 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
     const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,                             \
         const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value, FW_P_PARAMS,              \
         const float *__restrict__ attention_mask, float *__restrict__ grad_qkv, fw::gs_t *__restrict__ gs,    \
-        float scale, const float *__restrict__ gan, float *__restrict__ gsinv, float dropout_p
+        float scale, const float *__restrict__ gan, float *__restrict__ gsinv, float dropout_p,                 \
+        const float *__restrict__ edit_region_mask, float *__restrict__ wc_partials

@@ -64,11 +64,12 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     auto buf_s = [&](int buf) { return sm_s + 4u * (OFF_BUF + buf * WG_BUF); };
 
     // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
-    float keep[2];
+    float keep[2], mj[2]; // mj: their edit masks (WC)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const i64 j = j0 + 16 * q + g + 8 * hh;
         keep[hh] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
+        mj[hh] = WC && j < kT ? edit_region_mask[b * kT + j] : 0.f;
     }
 
     // The step's gA and q rows (32 rows x 64 d each) into R by the TMA, asked
@@ -131,10 +132,12 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #endif
     // Row sums D_i: lane l loads row perm(l) of the step; the thread's columns
     // of gPd^T (i = 8 n + 2 t + e) take theirs by shuffle.
-    float dl;
+    // WC: the row's edit mask too, in ml.
+    float dl, ml = 0.f;
     auto load_d = [&](int i0) {
         const int i = i0 + perm(lane);
         dl = i < kT ? rowdot[head_rows + i] : 0.f;
+        if constexpr (WC) ml = i < kT ? edit_region_mask[b * kT + i] : 0.f;
     };
     // gS goes to gs row i0 + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
     const i64 gs_base = ((i64)bh * GS_ROWS + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
@@ -178,6 +181,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     float accV[32], accK[32];
 #pragma unroll
     for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
+    float wca[2] = {0.f, 0.f}, wcc[2] = {0.f, 0.f}; // WC: this thread's sums (wc_add)
 
     for (int i0 = 0; i0 < kT; i0 += BI) {
         const int step = (int)(i0 / BI), buf = step % BUFS, slot = step % P_STAGES;
@@ -208,6 +212,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
             read_p(p, pd, Pt, p_off);
             shuffle_d(d, dl, t);
+            const float mrow = ml; // this step's, before load_d takes the next
             if (more) load_d(i0 + BI);
             tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
 
@@ -216,6 +221,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             // key block test their ends: the others store unguarded.
             float s[4][4];
             grad_scores(s, acc, p, pd, d, keep);
+            if constexpr (WC) wc_add(wca, wcc, s, mrow, t);
             store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0, t, gs_col_ok, gsf);
             issue_gv_gk(accV, accK, pd, s, dB);
         }
@@ -235,6 +241,12 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     }
     tc::wg_wait<0>();
     tc::cp_async_wait<0>();
+
+    // WC: this warpgroup's key block's within/cross sums (maxima is free now).
+    if constexpr (WC) {
+        const float2 r = wc_group_sums<4>(wca, wcc, mj, maxima);
+        if (live && wt == 0) wc_partials[2 * ((i64)bh * NJ + jb)] = r.x, wc_partials[2 * ((i64)bh * NJ + jb) + 1] = r.y;
+    }
 
     // gV and gK of this warpgroup's keys, summed over all rows i in order, in
     // grad_qkv's [B, T, 3072].

@@ -53,11 +53,12 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     auto wg_buf_s = [&](int buf) { return sm_s + 4u * (OFF_BUF + (2 * w + buf) * WG_BUF); };
 
     // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
-    float keep[2];
+    float keep[2], mj[2]; // mj: their edit masks (WC)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
         const i64 j = j0 + 16 * q + g + 8 * hh;
         keep[hh] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
+        mj[hh] = WC && j < kT ? edit_region_mask[b * kT + j] : 0.f;
     }
 
     // The gA and q rows of this warpgroup for a step (32 rows x 64 d each)
@@ -129,10 +130,12 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 #endif
     // Row sums D_i: lane l loads row 32 w + l of the step; the thread's columns
     // of gPd^T (i = 32 w + 8 n + 2 t + e) take theirs by shuffle.
-    float dl;
+    // WC: the row's edit mask too, in ml.
+    float dl, ml = 0.f;
     auto load_d = [&](int i0) {
         const int i = i0 + HALF * w + perm(lane);
         dl = i < kT ? rowdot[head_rows + i] : 0.f;
+        if constexpr (WC) ml = i < kT ? edit_region_mask[b * kT + i] : 0.f;
     };
     // gS goes to gs row i0 + 32 w + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
     const i64 gs_base = ((i64)bh * GS_ROWS + HALF * w + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
@@ -173,6 +176,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     float accV[32], accK[32];
 #pragma unroll
     for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
+    float wca[2] = {0.f, 0.f}, wcc[2] = {0.f, 0.f}; // WC: this thread's sums (wc_add)
 
     for (int i0 = 0; i0 < kT; i0 += BI) {
         const int step = (int)(i0 / BI), buf = step % 2, slot = step % P_STAGES;
@@ -201,6 +205,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
         read_p(p, pd, Pt, [&](int n, int e) { return p_off[n][e]; });
         shuffle_d(d, dl, t);
+        const float mrow = ml; // this step's, before load_d takes the next
         const bool more = i0 + BI < kT;
         if (more) load_d(i0 + BI);
         tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
@@ -210,6 +215,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
         // test their ends: the others store unguarded.
         float s[4][4];
         grad_scores(s, acc, p, pd, d, keep);
+        if constexpr (WC) wc_add(wca, wcc, s, mrow, t);
         issue_gv_gk(accV, accK, pd, s, dB);
         store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0 + HALF * w, t, gs_col_ok, gsf);
 
@@ -228,6 +234,11 @@ extern "C" __global__ void __launch_bounds__(256, 1)
 
     // gV and gK: each warpgroup holds the sums over its half of the rows i, in
     // the same accumulator layout. Warpgroup 1 hands its gV to 0, 0 its gK to 1.
+    // WC: the block's key block's within/cross sums, both warpgroups' rows (maxima is free now).
+    if constexpr (WC) {
+        const float2 r = wc_group_sums<8>(wca, wcc, mj, maxima);
+        if (tid == 0) wc_partials[2 * ((i64)bh * NJ + jb)] = r.x, wc_partials[2 * ((i64)bh * NJ + jb) + 1] = r.y;
+    }
     __syncthreads(); // every buffer is free
     float *X = sm + OFF_BUF;
     auto hand = [&](const float(&a)[32]) {

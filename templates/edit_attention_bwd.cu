@@ -91,6 +91,23 @@ extern "C" __global__ void __launch_bounds__(256)
     reinterpret_cast<float4 *>(head)[q] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
+// (Tile att_wc=1: B = 1, gS in place, its within/cross sums made by the
+// attention pass, no bias_grads launch.) The columns of rows < T past the
+// pass's last key block, zeros; bias_zero_rows writes the rows past T. Grid
+// (float4s of a head's such columns / 256, 16).
+extern "C" __global__ void __launch_bounds__(256)
+{{PREFIX}}_bias_zero_cols(float *__restrict__ grad_edit_region_bias) {
+    tc::pdl_enter();
+    using namespace ea;
+    constexpr long long kQ = (kPos - 64 * kNJ) / 4; // float4s of a row
+    if constexpr (kQ > 0) {
+        const long long q = (long long)blockIdx.x * 256 + threadIdx.x;
+        if (q >= kT * kQ) return;
+        float *row = grad_edit_region_bias + ((long long)blockIdx.y * kPos + q / kQ) * kPos + 64 * kNJ;
+        reinterpret_cast<float4 *>(row)[q % kQ] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+}
+
 // One block per head: the partials of bias_grads, summed in a fixed order.
 // kWarpParts (tile gh_bias=1): the partials are those of each row's warps
 // (tc::bias_side's items, [16, T, kCT / 32, 2]), added in warp order into the

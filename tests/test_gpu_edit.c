@@ -14,7 +14,8 @@
  * blocks (ga_rowdot, the default; with ga_tma=1 also 128x128 tiles, two
  * heads a tile, at odd T) and by their own launch (ga_rowdot=0), the side
  * lanes after gA's transposed B (side_start=2), gA's K slices added across
- * clusters with the row dots (ga_dsm=1), the edit-bias sums made by
+ * clusters with the row dots (ga_dsm=1), the within/cross sums made by the
+ * attention pass (att_wc=1), the edit-bias sums made by
  * grad_hidden's producer warps (gh_bias=1), the products' B tiles multicast
  * to clusters of two blocks (mc=2), a case past 2^31 elements in each
  * [B, 16, T, T] tensor (also with gh_bias=1), and
@@ -117,7 +118,7 @@ int main(void) {
         return 1;
     }
 
-    enum { MAX_RUNS = 128 };
+    enum { MAX_RUNS = 160 }; /* checked below, after the last case */
     static run runs[MAX_RUNS];
     size_t n = 0;
     const unsigned MASK0 = CHECK_EDIT_MASK_ZEROS, LARGE = CHECK_EDIT_LARGE, BIASES = CHECK_EDIT_BIASES;
@@ -221,6 +222,16 @@ int main(void) {
     runs[n++] = tiled_run(3, 129, 0.25, MASK0 | BIASES, "ga_dsm=1 ga_split=3");
     runs[n++] = tiled_run(2, 352, 0.1, 0, "ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=4");
     runs[n++] = tiled_run(2, 352, 0.1, MASK0, "ga_dsm=1 wg=0");
+    /* The within/cross sums by the attention pass (att_wc=1, B = 1, gS in place): one key block a block at
+     * T = 17 (key zeros) and 373 (the columns past its last key block zeroed by bias_zero_cols), two at
+     * T = 1000 (key zeros; no columns past 1024) and 1024 (no rows past T either), two at T = 129 (the second
+     * block's second warpgroup past the keys), one at T = 853. */
+    runs[n++] = tiled_run(1, 17, 0.1, MASK0, "att_wc=1");
+    runs[n++] = tiled_run(1, 373, 0.1, 0, "att_wc=1");
+    runs[n++] = tiled_run(1, 1000, 0.1, MASK0, "att_wc=1");
+    runs[n++] = tiled_run(1, 1024, 0.1, 0, "att_wc=1");
+    runs[n++] = tiled_run(1, 129, 0.25, MASK0, "att_wc=1 att_kb=2");
+    runs[n++] = tiled_run(1, 853, 0.1, 0, "att_wc=1 att_kb=1");
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     runs[n++] = tiled_run(4, 288, 0.1, MASK0, "side_start=2");
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles
@@ -252,6 +263,10 @@ int main(void) {
     runs[n++] = make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, MASK0, "");
     runs[n++] = make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, "");
     free(suite);
+    if (n > MAX_RUNS) { /* past the array already: stop before reading it */
+        fprintf(stderr, "FAIL: %zu cases, MAX_RUNS is %d\n", n, (int)MAX_RUNS);
+        abort();
+    }
 
     attnbwd_ctx *ctx = NULL;
     attnbwd_status st = attnbwd_open(NULL, &ctx);

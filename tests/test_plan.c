@@ -185,9 +185,10 @@ static void check_lanes(const kernel_plan *p) {
     assert_true(p->n_launches <= 64);
     uint64_t before[64];
     happens_before(p, before);
-    static const char *readers[][3] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial"},
-                                       {"_bias_grads", "_grad_query", "_grad_query"},
-                                       {"_bias_zero_rows", "_attention_wg", "_grad_query"}};
+    /* Each group's kernels only read their shared arguments, or (gs_direct's) write disjoint parts of them. */
+    static const char *readers[][4] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial", "_colsum_partial"},
+                                       {"_bias_grads", "_grad_query", "_grad_query", "_grad_query"},
+                                       {"_bias_zero_rows", "_attention_wg", "_grad_query", "_bias_zero_cols"}};
     const int groups = strstr(p->tiles, "gs_direct=1") ? 3 : 2;
     for (int b = 0; b < p->n_launches; ++b)
         for (int a = 0; a < b; ++a) {
@@ -201,7 +202,7 @@ static void check_lanes(const kernel_plan *p) {
             int both_read = 0;
             for (int r = 0; r < groups; ++r) {
                 int ia = 0, ib = 0;
-                for (int k = 0; k < 3; ++k) {
+                for (int k = 0; k < 4; ++k) {
                     ia |= strstr(x->name, readers[r][k]) && !strstr(x->name, "_reduce");
                     ib |= strstr(y->name, readers[r][k]) && !strstr(y->name, "_reduce");
                 }
@@ -571,7 +572,9 @@ static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) 
 static void check_attention_maps(const kernel_plan *p, const plan_launch *x, const attnbwd_shape *s) {
     const char *names[2] = {"in:attention_probs", "in:attention_probs_dropped"};
     const int tma = tile(p->tiles, "att_tma") == 1;
-    assert_true(x->n_args == 13); /* ... gs, scale, then gan, gsinv, dropout_p (gs_half_plans) */
+    assert_true(x->n_args == 15); /* ... gs, scale, gan, gsinv, dropout_p (gs_half_plans), then att_wc's two */
+    assert_string_equal(x->args[13], "in:edit_region_mask");
+    assert_int_equal(strncmp(x->args[14], "ws:", 3), 0);
     for (int i = 0; i < 2; ++i) {
         const char *arg = x->args[4 + i];
         assert_int_equal(!strncmp(arg, "tmap:", 5), tma);
@@ -924,7 +927,7 @@ static void gs_half_plans(void **state) {
             assert_non_null(pass);
             assert_non_null(gq);
             assert_non_null(bias);
-            assert_int_equal(pass->n_args, 13);
+            assert_int_equal(pass->n_args, 15);
             assert_string_equal(pass->args[12], "f32:dropout_p");
             const char *gan = pass->args[10], *gsinv = pass->args[11];
             if (maker->n_args != 6) assert_string_equal(last_arg(maker), gan);
@@ -1419,6 +1422,54 @@ static void ga_tiles_plans(void **state) {
     gen_close(g);
 }
 
+/* att_wc=1 at B = 1 (gS in place): the pass makes the within/cross partials
+ * (WC = 1, into the region within_cross reads, which waits for the pass), no
+ * bias_grads or bias_final launch, and the columns of rows < T past the last
+ * key block zeroed by bias_zero_cols (none where that block ends at 1024); at
+ * B = 2, or without gS in place, no change but the tiles' text. */
+static void att_wc_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{1, 17}, {1, 373}, {1, 853}, {1, 1000}, {1, 1024}, {2, 129}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1];
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+        kernel_plan p, q;
+        assert_int_equal(gen_plan(g, &s, "sm_90", "att_wc=1", &p), ATTNBWD_OK);
+        assert_int_equal(gen_plan(g, &s, "sm_90", "att_wc=0", &q), ATTNBWD_OK);
+        check_lanes(&p);
+        const plan_launch *pass = launch_named(&p, "_attention_wg"), *wc = launch_named(&p, "_within_cross"),
+                          *cols = launch_named(&p, "_bias_zero_cols");
+        assert_non_null(pass);
+        if (B == 1) {
+            assert_non_null(strstr(p.source, "constexpr bool WC = 1;"));
+            assert_null(launch_named(&p, "_bias_grads"));
+            assert_null(launch_named(&p, "_bias_final"));
+            assert_non_null(wc);
+            assert_string_equal(wc->args[0], pass->args[14]);
+            assert_int_equal(wc->grid[0], 16);
+            const int nj = (int)((T + 63) / 64);
+            if (64 * nj < 1024) {
+                assert_non_null(cols);
+                assert_true((uint64_t)cols->grid[0] * 256 * 4 >= (uint64_t)T * (1024 - 64 * nj));
+                assert_int_equal(cols->grid[1], 16);
+            } else {
+                assert_null(cols);
+            }
+            assert_int_equal(p.n_launches, q.n_launches - 1 + (cols != NULL)); /* bias_grads, bias_final out */
+        } else {
+            assert_non_null(strstr(p.source, "constexpr bool WC = 0;"));
+            assert_null(wc);
+            assert_null(cols);
+            assert_int_equal(p.n_launches, q.n_launches);
+        }
+        assert_non_null(strstr(q.source, "constexpr bool WC = 0;"));
+        kernel_plan_free(&p);
+        kernel_plan_free(&q);
+    }
+    gen_close(g);
+}
+
 /* gs_direct=1 at B = 1: the pass writes gS into grad_edit_region_bias (rows
  * 1024 floats apart, heads 1024 rows apart), gQ reads it there with those
  * strides, the bias sums read it in place (no gs argument), and the
@@ -1613,6 +1664,7 @@ int main(void) {
         cmocka_unit_test(pair_dsm_plans),
         cmocka_unit_test(ga_tiles_plans),
         cmocka_unit_test(gs_direct_plans),
+        cmocka_unit_test(att_wc_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
