@@ -179,8 +179,12 @@ function M.heuristic(shape, arch)
   -- att_wc=1 (B = 1, gs_direct): the within/cross sums made by the attention
   -- pass on wgmma, one pair a key block, instead of by bias_grads reading gS
   -- (67 MB at T = 1024) back beside gQ and the pair; the columns past the
-  -- pass's last key block then zeroed at the start. Not yet measured: off.
-  t.att_wc = 0
+  -- pass's last key block then zeroed at the start. Measured (2026-12-05, an
+  -- H100, the H200 plans, A/B of four rounds): B=1,T=373 110.8 -> 103.6 us
+  -- (-6.5%), B=1,T=1024 252.1 -> 247.7 (-1.7%), B=1,T=853 220.5 -> 216.7
+  -- (-1.7%); every B = 1 GPU case passes with it. On at B = 1 (elsewhere it
+  -- changes nothing).
+  t.att_wc = shape.batch == 1 and 1 or 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -425,6 +429,9 @@ function M.candidates(shape)
     local ws = M.heuristic(shape)
     ws.gs_direct = 1 - ws.gs_direct
     add(ws)
+    local wc = M.heuristic(shape) -- the within/cross sums by the pass or by bias_grads (run 2026-12-05)
+    wc.att_wc = 1 - wc.att_wc
+    add(wc)
   end
   for _, red in ipairs { 0, 1, 2 } do -- the K slices added in a fixed order, or by float atomics
     local t = M.heuristic(shape)

@@ -659,16 +659,28 @@ static void check_bias_sums(const kernel_plan *p) {
 /* grad_edit_region_bias's 1024 rows of every head are written once: rows
  * past T by bias_zero_rows at the start on a side lane (zero_early=1 with
  * gs_store=1), the rest by bias_grads, or (gh_bias=1) by grad_hidden's
- * launch (gh_bias_plans); else all of them by bias_grads. */
+ * launch (gh_bias_plans), or (att_wc=1, B = 1) by the pass up to its last key
+ * block and bias_zero_cols past it (att_wc_plans); else all of them by
+ * bias_grads. */
 static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
     if (!strstr(p->tiles, "fused=1") || !strstr(p->tiles, "gs_store=1")) return;
     const int early = strstr(p->tiles, "zero_early=1") && s->seq_len < 1024;
-    int zero = -1, grads = -1, side = -1;
+    int zero = -1, grads = -1, side = -1, wc = -1, cols = -1;
     for (int i = 0; i < p->n_launches; ++i) {
         if (strstr(p->launches[i].name, "_bias_zero_rows")) zero = i;
         if (strstr(p->launches[i].name, "_bias_grads")) grads = i;
         if (bias_side_args(&p->launches[i])) side = i;
+        if (strstr(p->launches[i].name, "_within_cross")) wc = i;
+        if (strstr(p->launches[i].name, "_bias_zero_cols")) cols = i;
     }
+    if (wc >= 0 && grads < 0 && side < 0) { /* att_wc */
+        assert_true(strstr(p->tiles, "att_wc=1") && strstr(p->tiles, "gs_direct=1") && s->batch == 1);
+        assert_true(early || s->seq_len == 1024);
+        assert_int_equal(zero >= 0, early);
+        assert_int_equal(cols >= 0, 64 * ((s->seq_len + 63) / 64) < 1024);
+        return;
+    }
+    assert_int_equal(cols, -1);
     if ((grads >= 0) == (side >= 0)) fail_msg("%s: bias_grads %d, grad_hidden with the sums %d", p->tiles, grads, side);
     if (side >= 0) {
         assert_true(early || s->seq_len == 1024);
@@ -1487,7 +1499,9 @@ static void gs_direct_plans(void **state) {
         for (int direct = 0; direct <= 1; ++direct) {
             attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
             kernel_plan p;
-            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1" : "gs_direct=0", &p), ATTNBWD_OK);
+            /* att_wc=0: the bias sums read gS in place (att_wc=1 takes them away: att_wc_plans) */
+            assert_int_equal(gen_plan(g, &s, "sm_90", direct ? "gs_direct=1 att_wc=0" : "gs_direct=0", &p),
+                             ATTNBWD_OK);
             const int on = direct && B == 1;
             const plan_launch *pass = launch_named(&p, "_attention_wg"), *gq = launch_named(&p, "_grad_query"),
                               *bias = launch_named(&p, "_bias_grads");
