@@ -5,8 +5,8 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending the newest tile choices not yet run (ga_dsm): their GPU cases under a
-#                                timeout, then gA's tile choices in one A/B of the small calls, and gQ alone
+#   bench/gpu_session.sh pending what has run on an H100 only (att_wc at B = 1): its GPU cases under a
+#                                timeout, then its A/B on the three B = 1 calls
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,25 +41,16 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # A kernel never run could hang: its cases get a timeout, and a choice whose cases fail or hang stays
-    # out of the A/B. Pending since 2026-12-05 (twenty-fifth session, no machine lent for them): ga_dsm's
-    # GPU cases; gA's tiles on the seven small workloads (whole calls, then each kernel alone); gQ in
-    # 64-row blocks at the large ones. "+ga_bm=0" is the shipped table's entry as it is (the baseline
-    # on any GPU: "-" would be the heuristic alone off an H200).
-    ATTNBWD_TEST_MATCH=ga_dsm ATTNBWD_TEST_PRECISION=tf32 timeout 100 build/tests/test_gpu_edit > "$OUT/tests_ga_dsm.txt" 2>&1
+    # What was measured on an H100 only (2026-12-05, twenty-sixth session; no H200 lent): att_wc, the
+    # default at B = 1 since, its GPU cases under a timeout (a kernel never run on this GPU could hang),
+    # then its A/B on the three B = 1 calls ("+ga_bm=0" is the shipped table's entry as it is, the
+    # baseline on any GPU: "-" would be the heuristic alone off an H200).
+    ATTNBWD_TEST_MATCH=att_wc timeout 150 build/tests/test_gpu_edit > "$OUT/tests_att_wc.txt" 2>&1
     rc=$?
-    echo "ga_dsm: test_gpu_edit exit $rc"; grep -E " PASS | FAIL | ERROR " "$OUT/tests_ga_dsm.txt" | cut -c1-150
-    variants=("+ga_bm=0" "+ga_bm=128 ga_bn=128 ga_split=4" "+ga_tma=1 ga_split=2" "+ga_tma=2" "+ga_bn=256")
-    [ $rc = 0 ] && variants+=("+ga_dsm=1" "+ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=4")
-    printf '%s\n' "${variants[@]}" > "$OUT/ab_ga_variants.txt" # the columns of ab_ga.txt, in order
-    AB_SHAPES=2,5,9,10,12,13,14 AB_REPS=2 timeout 200 build/attnbwd lua bench/ab.lua time sol072_workload \
-      "${variants[@]}" > "$OUT/ab_ga.txt" 2>&1
-    echo "A/B of whole calls: exit $?"; cat "$OUT/ab_ga.txt"
-    AB_SHAPES=2,14 AB_REPS=1 timeout 60 build/attnbwd lua bench/ab.lua "time:*" sol072_workload "${variants[@]}" \
-      > "$OUT/alone_ga.txt" 2>&1
-    echo "each kernel alone: exit $?"; grep -E '^#|grad_attn_out' "$OUT/alone_ga.txt"
-    AB_SHAPES=1,3,4,6,7,8,11,15,16 AB_REPS=2 AB_ITERS=10 timeout 60 build/attnbwd lua bench/ab.lua time:grad_query \
-      sol072_workload "+ga_bm=0" "+gq_bn=64" > "$OUT/ab_gq.txt" 2>&1
-    echo "A/B of gQ alone: exit $?"; cat "$OUT/ab_gq.txt"
+    echo "att_wc: test_gpu_edit exit $rc"; grep -E " PASS | FAIL | ERROR " "$OUT/tests_att_wc.txt" | cut -c1-150
+    [ $rc = 0 ] || exit 1
+    AB_SHAPES=2,9,12 AB_REPS=4 timeout 200 build/attnbwd lua bench/ab.lua time sol072_workload "+ga_bm=0" "+att_wc=0" \
+      > "$OUT/ab_att_wc.txt" 2>&1
+    echo "A/B of att_wc (on, off): exit $?"; cat "$OUT/ab_att_wc.txt"
     ;;
 esac

@@ -174,8 +174,13 @@ function M.heuristic(shape, arch)
   -- run): correct, but gA alone 68% slower at B=64,T=128 and B=32,T=293 (level
   -- at B = 2), the calls 28% slower in geomean: off, not among the candidates.
   t.mc = 1
-  t.ga_bm, t.ga_bn, t.ga_split = 0, 0, 0 -- gA's tiles and K split: the model's
-  t.ga_dsm = 0 -- gA's K slices (mma.sync) added by a reduce launch
+  -- gA's tiles and K split: the model's. Forced ones (A/B of the seven calls
+  -- with B*T <= 1536, 2026-12-05, an H100): none faster by more than 1.5%.
+  t.ga_bm, t.ga_bn, t.ga_split = 0, 0, 0
+  -- gA's K slices (mma.sync) added by a reduce launch. ga_dsm=1 (across a
+  -- cluster) is correct on the GPU and 3 us shorter alone at B=1,T=373, but
+  -- no call was faster by more than 1.2%, three 1-5% slower: off.
+  t.ga_dsm = 0
   -- att_wc=1 (B = 1, gs_direct): the within/cross sums made by the attention
   -- pass on wgmma, one pair a key block, instead of by bias_grads reading gS
   -- (67 MB at T = 1024) back beside gQ and the pair; the columns past the
