@@ -232,13 +232,14 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     tc::wg_wait<0>();
     tc::cp_async_wait<0>();
 
-    // gV and gK: each warpgroup holds the sums over its half of the rows i, in
-    // the same accumulator layout. Warpgroup 1 hands its gV to 0, 0 its gK to 1.
     // WC: the block's key block's within/cross sums, both warpgroups' rows (maxima is free now).
     if constexpr (WC) {
         const float2 r = wc_group_sums<8>(wca, wcc, mj, maxima);
         if (tid == 0) wc_partials[2 * ((i64)bh * NJ + jb)] = r.x, wc_partials[2 * ((i64)bh * NJ + jb) + 1] = r.y;
     }
+
+    // gV and gK: each warpgroup holds the sums over its half of the rows i, in
+    // the same accumulator layout. Warpgroup 1 hands its gV to 0, 0 its gK to 1.
     __syncthreads(); // every buffer is free
     float *X = sm + OFF_BUF;
     auto hand = [&](const float(&a)[32]) {
