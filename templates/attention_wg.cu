@@ -226,7 +226,8 @@ __device__ __forceinline__ void wc_add(float (&a)[2], float (&c)[2], const float
 // WC, at the end: a group's (G warps: a key block's) within and cross sums, in
 // warp order; its first thread's result is the one stored. m_j = mj[hh]:
 // within = sum mj a, cross = sum (a - 2 mj a + mj c) (masks of 0 and 1).
-// scratch: 2 x 8 floats of shared memory no thread still reads.
+// scratch: 2 x 8 floats of shared memory no thread still reads. (tc::warp_tree_sum:
+// bias_rows.cu, which the plan renders wherever this pass is, gs_store=1.)
 template <int G>
 __device__ __forceinline__ float2 wc_group_sums(const float (&a)[2], const float (&c)[2], const float (&mj)[2],
                                                 float (*scratch)[8]) {
@@ -236,11 +237,8 @@ __device__ __forceinline__ float2 wc_group_sums(const float (&a)[2], const float
         within = fmaf(mj[hh], a[hh], within);
         cross += a[hh] - 2.f * mj[hh] * a[hh] + mj[hh] * c[hh];
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        within += __shfl_xor_sync(0xffffffffu, within, o);
-        cross += __shfl_xor_sync(0xffffffffu, cross, o);
-    }
+    within = tc::warp_tree_sum(within);
+    cross = tc::warp_tree_sum(cross);
     const int warp = threadIdx.x / 32;
     __syncthreads();
     if (threadIdx.x % 32 == 0) scratch[0][warp] = within, scratch[1][warp] = cross;
