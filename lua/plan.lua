@@ -11,8 +11,8 @@ local problems = {
 local M = {}
 
 -- Tuning tables: { gpu = "NVIDIA H200", entries = { [key] = "tiles" } }. The
--- user's (the cache folder's tuning.lua) wins over the shipped one; a table
--- applies only on the GPU model it was measured on.
+-- user's (the cache folder's tuning.lua) wins over the shipped ones (the
+-- H200's, the H100's); a table applies only on the GPU model it was measured on.
 local tuning = { gpu = "", tables = {} }
 
 function M.configure(gpu, user_text)
@@ -24,6 +24,7 @@ function M.configure(gpu, user_text)
     if ok and type(t) == "table" then tuning.tables[#tuning.tables + 1] = t end
   end
   tuning.tables[#tuning.tables + 1] = require "tuning_h200"
+  tuning.tables[#tuning.tables + 1] = require "tuning_h100"
 end
 
 -- Problem 2's keys name the precision too: tiles tuned for one precision

@@ -527,6 +527,19 @@ static void tuning_tables(void **state) {
     setenv("ATTNBWD_GPU_MODEL", "NVIDIA H100 80GB HBM3", 1);
     ctx = test_open(dir, &lc);
     assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* another GPU: heuristic */
+    /* The shipped H100 table: the H200's problem-2 entries but the one that lost on the H100 (B=8,T=448),
+     * none of problem 1's. */
+    assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=0 threads_per_row=32"));
+    const int side_start_at[][3] = {{2, 449, 1}, {1, 373, 1}, {8, 448, 0}, {4, 640, 0}};
+    for (size_t i = 0; i < sizeof side_start_at / sizeof side_start_at[0]; i++) {
+        attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, side_start_at[i][0], 16, side_start_at[i][1], 1, 0};
+        char want[32];
+        snprintf(want, sizeof want, " side_start=%d", side_start_at[i][2]);
+        assert_int_equal(attnbwd_generate(ctx, &e, &src, &tiles), ATTNBWD_OK);
+        if (!strstr(tiles, want)) fail_msg("B=%d T=%d on the H100: want%s in '%s'", (int)e.batch, (int)e.seq_len, want, tiles);
+        attnbwd_free(src);
+        attnbwd_free(tiles);
+    }
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_GPU_MODEL");
     test_rmtree(dir);
