@@ -599,19 +599,23 @@ local function plan_fused(shape, t, arch)
            attention_smem(t.bj, t.gs_store, t.p_stages))
   end
   p.signal("attention")
-  if t.gs_store == 0 then
+  -- The within/cross gradients from the pass's partials (gs_store=0, att_wc), a head a block, in key-block order.
+  local function within_cross()
     p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
+  end
+  if t.gs_store == 0 then
+    within_cross()
     p.signal("grad_qkv")
   else
-    if pass_wc then
+    if pass_wc or not gh_bias then
       p.on(1)
       p.wait("attention")
-      p.kernel("within_cross", { H, 1, 1 }, { wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
-    elseif not gh_bias then
-      p.on(1)
-      p.wait("attention")
-      if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
-      p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
+      if pass_wc then
+        within_cross()
+      else
+        if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
+        p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
+      end
     end
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
