@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: the H100 table under bench.py (an H100)
+#   bench/gpu_session.sh pending what is still to be measured: the H200 entries re-checked (an H200)
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,12 +40,14 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, twenty-seventh session): the shipped H100 table
-    # (lua/tuning_h100.lua; its A/B was measured, 470 -> 458 us) under bench.py on an H100, against
-    # torch.compile TF32 in the same run. The table applies only where the device's name is its `gpu`.
+    # What is still to be measured (2026-12-05, twenty-eighth session): the shipped H200 entries
+    # (lua/tuning_h200.lua, chosen under older defaults) against the heuristic's tiles, twice, on an
+    # H200 (the table applies only where the device's name is its `gpu`). An entry that is not more
+    # than 1.5% faster in both runs goes.
     name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-    [ "$name" = "NVIDIA H100 80GB HBM3" ] || { echo "pending: for an NVIDIA H100 80GB HBM3, not $name"; exit 1; }
-    python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --tools ours,compile_tf32 \
-      --delay-cycles 60000000 --json "$OUT/bench_h100.json" --png "$OUT/bench_h100.png" 2>&1 | tee "$OUT/bench_h100.txt"
+    [ "$name" = "NVIDIA H200" ] || { echo "pending: for an NVIDIA H200, not $name"; exit 1; }
+    for r in 1 2; do
+      AB_REPS=3 build/attnbwd lua bench/ab.lua time sol072_workload - "+ga_bm=0" 2>&1 | tee "$OUT/entries_ab$r.txt"
+    done
     ;;
 esac
