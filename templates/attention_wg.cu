@@ -248,6 +248,10 @@ __device__ __forceinline__ float2 wc_group_sums(const float (&a)[2], const float
     for (int x = 0; x < G; ++x) r.x += scratch[0][warp / G * G + x], r.y += scratch[1][warp / G * G + x];
     return r;
 }
+// WC: a key block's within/cross sums r (wc_group_sums) as pair `at` of wc_partials.
+__device__ __forceinline__ void wc_store(float *__restrict__ wc_partials, i64 at, float2 r) {
+    wc_partials[2 * at] = r.x, wc_partials[2 * at + 1] = r.y;
+}
 // gS^T = keep_j (Pd^T * gPd^T - P^T * D_i), in gPd^T's accumulator layout.
 __device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)[16], const float (&p)[4][4],
                                             const float (&pd)[4][4], const float (&d)[4][2], const float (&keep)[2]) {

@@ -245,7 +245,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     // WC: this warpgroup's key block's within/cross sums (maxima is free now).
     if constexpr (WC) {
         const float2 r = wc_group_sums<4>(wca, wcc, mj, maxima);
-        if (live && wt == 0) wc_partials[2 * ((i64)bh * NJ + jb)] = r.x, wc_partials[2 * ((i64)bh * NJ + jb) + 1] = r.y;
+        if (live && wt == 0) wc_store(wc_partials, (i64)bh * NJ + jb, r);
     }
 
     // gV and gK of this warpgroup's keys, summed over all rows i in order, in

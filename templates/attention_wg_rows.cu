@@ -235,7 +235,7 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     // WC: the block's key block's within/cross sums, both warpgroups' rows (maxima is free now).
     if constexpr (WC) {
         const float2 r = wc_group_sums<8>(wca, wcc, mj, maxima);
-        if (tid == 0) wc_partials[2 * ((i64)bh * NJ + jb)] = r.x, wc_partials[2 * ((i64)bh * NJ + jb) + 1] = r.y;
+        if (tid == 0) wc_store(wc_partials, (i64)bh * NJ + jb, r);
     }
 
     // gV and gK: each warpgroup holds the sums over its half of the rows i, in
