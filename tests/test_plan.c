@@ -186,8 +186,8 @@ static void check_lanes(const kernel_plan *p) {
     uint64_t before[64];
     happens_before(p, before);
     /* Each group's kernels only read their shared arguments, or (gs_direct's) write disjoint parts of them. */
-    static const char *readers[][4] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial", "_colsum_partial"},
-                                       {"_bias_grads", "_grad_query", "_grad_query", "_grad_query"},
+    static const char *readers[][4] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial", NULL},
+                                       {"_bias_grads", "_grad_query", NULL, NULL},
                                        {"_bias_zero_rows", "_attention_wg", "_grad_query", "_bias_zero_cols"}};
     const int groups = strstr(p->tiles, "gs_direct=1") ? 3 : 2;
     for (int b = 0; b < p->n_launches; ++b)
@@ -202,7 +202,7 @@ static void check_lanes(const kernel_plan *p) {
             int both_read = 0;
             for (int r = 0; r < groups; ++r) {
                 int ia = 0, ib = 0;
-                for (int k = 0; k < 4; ++k) {
+                for (int k = 0; k < 4 && readers[r][k]; ++k) {
                     ia |= strstr(x->name, readers[r][k]) && !strstr(x->name, "_reduce");
                     ib |= strstr(y->name, readers[r][k]) && !strstr(y->name, "_reduce");
                 }
