@@ -10,13 +10,33 @@
 -- Problem 1's H200 entries were not measured on the H100: none here.
 -- bench.py with this table (twenty-eighth session): 457.6 us against
 -- torch.compile TF32's 800.9 in the same run, all 16 passing.
+-- Twenty-ninth session: the H200 table's new and changed entries measured
+-- here too (A/B, the tiles before first and last, twice, us): B=1,T=853
+-- 215.2 / 215.3 -> 202.4 and 215.3 / 215.4 -> 202.5; B=1,T=1024 (heuristic)
+-- 247.8 / 247.2 -> 239.0 and 247.5 / 247.3 -> 238.7; B=32,T=293 1137.3 /
+-- 1140.9 -> 1103.2 and 1136.3 / 1139.3 -> 1103.1; B=1,T=373 103.6 / 103.6 ->
+-- 102.5 and 103.3 / 103.7 -> 104.0 and B=2,T=449 208.5 / 208.0 -> 209.5 and
+-- 207.6 / 208.4 -> 208.9 (level: kept, one table). bench.py: 456.6 us
+-- against torch.compile TF32's 805.5, all 16 passing.
 local lost_on_h100 = {
   ["edit_attention_bwd B=8 H=16 T=448 dropout=1 precision=0"] = true,
+}
+-- Entries of the H100's own, where a choice won on the H100 only
+-- (twenty-ninth session: the sweep of 22 choices over the H200 entries, three
+-- runs, then an A/B with the tiles before first and last, twice, us):
+-- B=4,T=640 456.3/457.7 -> 447.7 and 455.9/456.3 -> 446.8; B=4,T=288
+-- 200.8/200.8 -> 196.8 and 199.7/200.3 -> 196.1; B=2,T=768 318.1/317.8 ->
+-- 311.2 and 317.5/317.8 -> 310.7. (On the H200 they were level: +-1%.)
+local h100_only = {
+  ["edit_attention_bwd B=4 H=16 T=640 dropout=1 precision=0"] = "gq_tma=1 gs_round=1",
+  ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0 ga_tma=1 lane_pri=2",
+  ["edit_attention_bwd B=2 H=16 T=768 dropout=1 precision=0"] = "side_start=2 ga_tma=1",
 }
 local entries = {}
 for key, tiles in pairs(require("tuning_h200").entries) do
   if key:match("^edit_attention_bwd ") and not lost_on_h100[key] then entries[key] = tiles end
 end
+for key, tiles in pairs(h100_only) do entries[key] = tiles end
 return {
   gpu = "NVIDIA H100 80GB HBM3",
   entries = entries,

@@ -45,13 +45,14 @@ return {
     -- 481.7 / 452.9 / 459.9; B=16,T=691 1774 / 1745 / 1843 against 1889 / 1830
     -- / 2041; B=2,T=449 (with pair=1, the heuristic's) 188.5 / 189.5 / 189.5
     -- against pair=0's 191.9 / 194.8 / 194.4. It lost on B=4 (T=288, 640) by
-    -- 5-7%, and was level on the rest.
-    ["edit_attention_bwd B=1 H=16 T=373 dropout=1 precision=0"] = "side_start=1",
-    ["edit_attention_bwd B=1 H=16 T=853 dropout=1 precision=0"] = "side_start=1",
+    -- 5-7%, and was level on the rest. (Twenty-ninth session: more choices
+    -- at B=1,T=373, B=1,T=853 and B=2,T=449, measured at the end.)
+    ["edit_attention_bwd B=1 H=16 T=373 dropout=1 precision=0"] = "side_start=1 pair_dsm=1 gs_round=1",
+    ["edit_attention_bwd B=1 H=16 T=853 dropout=1 precision=0"] = "side_start=1 pair_kv=1 gs_round=1",
     ["edit_attention_bwd B=16 H=16 T=211 dropout=1 precision=0"] = "side_start=1",
     ["edit_attention_bwd B=8 H=16 T=448 dropout=1 precision=0"] = "side_start=1",
     ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1",
-    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1",
+    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1 att_kb=2",
     -- And grad_hidden with grad_qkv_weight in one launch (pair=1, the
     -- heuristic's only where B*T <= 4096) won on these two in three runs:
     -- B=64,T=128 with side_start=1 725.8 / 738.5 / 756.7 against 765.7 / 775.3 /
@@ -80,5 +81,20 @@ return {
     -- ga_rowdot) at B=4,T=288, where the model picks the wgmma product and a
     -- rowdot launch: 181.1 against 185.8 us and 180.4 against 183.1 in two
     -- A/B runs (with pair=0, its entry above). (B=2,T=768: +1% in both.)
+    -- Twenty-ninth session (2026-12-05): 22 single choices laid over this
+    -- table (three sweeps of all 16, `AB_REPS=3 bench/ab.lua time`), then
+    -- the winners and their pairs in A/Bs with the entry before first and
+    -- last, twice (us; "before" = first / last). New or changed entries:
+    -- B=1,T=853 (side_start=1 before) +pair_kv=1 gs_round=1 179.9 / 179.9
+    -- against 197.9 / 197.8 and 197.9 / 197.8 (-9.1%; pair_kv alone -6.8%);
+    -- B=1,T=1024 (no entry before) ga_tma=1 side_start=1 gs_round=1 211.8 /
+    -- 212.8 against 218.9 / 218.2 and 218.6 / 218.9 (-3.0%); B=32,T=293 pair=2
+    -- 1011.1 / 1008.9 against 1037.3 / 1049.6 and 1038.2 / 1050.2 (-3%);
+    -- B=1,T=373 +pair_dsm=1 gs_round=1 92.2 / 92.1 against 93.9 / 93.8 and
+    -- 94.0 / 94.2 (-1.9%); B=2,T=449 +att_kb=2 185.9 / 186.9 against 189.6 /
+    -- 189.8 and 189.7 / 189.4 (-1.9%, -1.4%; -1.7% in each sweep). bench.py
+    -- with them: 407.2 us against 411.1 (docs/benchmarks.md).
+    ["edit_attention_bwd B=32 H=16 T=293 dropout=1 precision=0"] = "pair=2",
+    ["edit_attention_bwd B=1 H=16 T=1024 dropout=1 precision=0"] = "ga_tma=1 side_start=1 gs_round=1",
   },
 }

@@ -471,6 +471,24 @@ static const char *tiles_of(attnbwd_ctx *ctx, int64_t B, int64_t H, int64_t T, i
 /* Tuning tables: the shipped H200 table applies on that model only; the
  * cache folder's table wins over it; an entry that does not fit the shape
  * falls back to the heuristic. */
+/* Whether the tiles problem 2's shape (B, T) gets in ctx contain `want`. */
+static int edit_tiles_have(attnbwd_ctx *ctx, int64_t B, int64_t T, const char *want) {
+    attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+    char *src = NULL, *tiles = NULL;
+    if (attnbwd_generate(ctx, &e, &src, &tiles) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+    const int has = strstr(tiles, want) != NULL;
+    attnbwd_free(src);
+    attnbwd_free(tiles);
+    return has;
+}
+
+/* Problem 2's entries the H100 table has of its own (lua/tuning_h100.lua's h100_only), which the H200's lacks. */
+static const struct {
+    int64_t b, t;
+    const char *h100, *h200;
+} h100_own[] = {{4, 640, " gq_tma=1", " gq_tma=0"}, {4, 288, " lane_pri=2", " lane_pri=0"},
+                {2, 768, " ga_tma=1", " ga_tma=0"}};
+
 static void tuning_tables(void **state) {
     (void)state;
     log_counts lc = {0};
@@ -480,7 +498,7 @@ static void tuning_tables(void **state) {
     setenv("ATTNBWD_GPU_MODEL", "NVIDIA H200", 1);
     ctx = test_open(NULL, &lc);
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=1 threads_per_row=64")); /* shipped entry */
-    /* Problem 2's shipped entry here changes only `side_start`: the heuristic's 64 keys and the P ring. */
+    /* Problem 2's shipped entry here sets `side_start` and `att_kb`, not the heuristic's 64 keys or P ring. */
     attnbwd_shape edit = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 449, 1, 0};
     char *src = NULL, *tiles = NULL;
     assert_int_equal(attnbwd_generate(ctx, &edit, &src, &tiles), ATTNBWD_OK);
@@ -489,6 +507,8 @@ static void tuning_tables(void **state) {
     assert_non_null(strstr(tiles, "side_start=1")); /* the heuristic says 0 */
     attnbwd_free(src);
     attnbwd_free(tiles);
+    for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
+        assert_true(edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h200));
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
@@ -528,7 +548,7 @@ static void tuning_tables(void **state) {
     ctx = test_open(dir, &lc);
     assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* another GPU: heuristic */
     /* The shipped H100 table: the H200's problem-2 entries but the one that lost on the H100 (B=8,T=448),
-     * none of problem 1's. */
+     * and three of its own (h100_own), none of problem 1's. */
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=0 threads_per_row=32"));
     const int side_start_at[][3] = {{2, 449, 1}, {1, 373, 1}, {8, 448, 0}, {4, 640, 0}};
     for (size_t i = 0; i < sizeof side_start_at / sizeof side_start_at[0]; i++) {
@@ -540,6 +560,10 @@ static void tuning_tables(void **state) {
         attnbwd_free(src);
         attnbwd_free(tiles);
     }
+    /* and its own entries */
+    for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
+        if (!edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h100))
+            fail_msg("B=%d T=%d on the H100: want%s", (int)h100_own[i].b, (int)h100_own[i].t, h100_own[i].h100);
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_GPU_MODEL");
     test_rmtree(dir);
