@@ -6,28 +6,91 @@ local attnbwd = require "attnbwd"
 
 local M = {}
 
+-- "k=v k=v" -> { k = "v", ... }, and back (keys in order, so that one
+-- choice is always the same text).
+local function parse(tiles)
+  local t = {}
+  for k, v in tiles:gmatch("([%w_]+)=(%S+)") do t[k] = v end
+  return t
+end
+local function text(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for i, k in ipairs(keys) do keys[i] = k .. "=" .. t[k] end
+  return table.concat(keys, " ")
+end
+
+-- The combination of two winning candidates: b's choices that differ from
+-- the heuristic's h laid over a, or nil where b changes a key a changed too
+-- (or adds nothing to it).
+function M.combine(h, a, b)
+  local ta, tb, th = parse(a), parse(b), parse(h)
+  local merged, added = parse(a), false
+  for k, v in pairs(tb) do
+    if v ~= th[k] then
+      if ta[k] ~= th[k] and ta[k] ~= v then return nil end
+      if ta[k] ~= v then merged[k], added = v, true end
+    end
+  end
+  return added and text(merged) or nil
+end
+
 -- Returns { key=, tiles=, best_us=, heuristic_us=, rejected= } or nil, why.
+-- After the candidates, those faster than the heuristic by more than
+-- opts.margin (default 0.01: 1%) are combined, fastest first: each one's
+-- choices laid over the best so far (M.combine), checked and timed, and
+-- kept where that is faster than the best by more than the margin; at most
+-- opts.combine (default 4) combinations. Single choices often win more
+-- together (docs/benchmarks.md, twenty-ninth session: at B=1,T=853 pair_kv=1
+-- alone -6.8%, with gs_round=1 -9.1%).
 function M.explore_case(case, opts)
   opts = opts or {}
   local iters, seed, say = opts.iters or 20, opts.seed or 1, opts.print or print
+  local margin, max_combos = opts.margin or 0.01, opts.combine or 4
   local cands, why = attnbwd.try_candidates(case)
   if not cands then return nil, why end
   say(string.format("%s: %d candidates", case.name, #cands))
   local w = { key = attnbwd.tuning_key(case), best_us = math.huge, rejected = 0 }
-  for i, tiles in ipairs(cands) do
-    local r, err = attnbwd.try_check(case, tiles, seed + i - 1)
+  local timed = {} -- { tiles, us } of the candidates that passed
+  local function try(tiles, n, label)
+    local r, err = attnbwd.try_check(case, tiles, seed + n - 1)
     local us
     if r and r.pass then us, err = attnbwd.try_time(case, tiles, iters) end
     if not us then
       w.rejected = w.rejected + 1
       say(string.format("  %-72s rejected: %s", tiles, err or r.message))
     else
-      say(string.format("  %-72s %9.2f us%s", tiles, us, i == 1 and "  (heuristic)" or ""))
+      say(string.format("  %-72s %9.2f us%s", tiles, us, label or ""))
+    end
+    return us
+  end
+  for i, tiles in ipairs(cands) do
+    local us = try(tiles, i, i == 1 and "  (heuristic)" or nil)
+    if us then
+      timed[#timed + 1] = { tiles = tiles, us = us }
       if i == 1 then w.heuristic_us = us end
       if us < w.best_us then w.best_us, w.tiles = us, tiles end
     end
   end
   if not w.tiles then return nil, "no candidate passed the check" end
+  if w.heuristic_us then
+    local winners = {}
+    for _, c in ipairs(timed) do
+      if c.tiles ~= w.tiles and c.us < w.heuristic_us * (1 - margin) then winners[#winners + 1] = c end
+    end
+    table.sort(winners, function(x, y) return x.us < y.us end)
+    local n = 0
+    for _, c in ipairs(winners) do
+      if n >= max_combos then break end
+      local tiles = M.combine(cands[1], w.tiles, c.tiles)
+      if tiles then
+        n = n + 1
+        local us = try(tiles, #cands + n, "  (combined)")
+        if us and us < w.best_us * (1 - margin) then w.best_us, w.tiles = us, tiles end
+      end
+    end
+  end
   if w.heuristic_us then
     say(string.format("  winner %s: %.2f us; heuristic %.2f us (%.3f of the best)", w.tiles, w.best_us,
                       w.heuristic_us, w.best_us / w.heuristic_us))
@@ -56,10 +119,14 @@ usage: attnbwd explore [OPTIONS] SUITE...
 
 For every case of each SUITE, builds each candidate tile choice of the
 problem's Lua script, rejects those that fail the fp64 check, times the rest
-(cold L2, median of --iters) and reports the fastest against the heuristic's.
+(cold L2, median of --iters), then combines the candidates more than 1%
+faster than the heuristic's, fastest first, each laid over the best so far
+and kept where that is 1% faster again, and reports the fastest against the
+heuristic's.
 
 options:
   --iters N   timed launches per candidate (default 20)
+  --combine N at most N combinations per case (default 4; 0: none)
   --seed N    seed of the check's random inputs (default 1)
   --out FILE  write the winners as a Lua tuning table for this GPU; copy it to
               <cache folder>/tuning.lua for attnbwd_get_kernel to use it
@@ -69,12 +136,12 @@ example:
 ]]
 
 function M.main(argv)
-  local opts, suites, out = { iters = 20, seed = 1 }, {}, nil
+  local opts, suites, out = { iters = 20, seed = 1, combine = 4 }, {}, nil
   local i = 1
   while i <= #argv do
     local a = argv[i]
     if a == "-h" or a == "--help" then io.write(USAGE); return 0
-    elseif a == "--iters" or a == "--seed" or a == "--out" then
+    elseif a == "--iters" or a == "--seed" or a == "--combine" or a == "--out" then
       local v = argv[i + 1]
       if not v then io.stderr:write("attnbwd explore: ", a, " needs a value\n"); return 2 end
       if a == "--out" then out = v

@@ -438,6 +438,16 @@ static void test_lua_script(void **state)
         assert_contains(r.out, "(compiled)");
         assert_contains(r.out, "no GPU");
         free_result(&r);
+        /* explore's combination step, on a stand-in for the attnbwd module (the script asserts) */
+        char combine[600];
+        snprintf(combine, sizeof combine, "%s/tests/explore_combine.lua", src);
+        const char *combine_args[] = {"lua", "--arch", "sm_90", "--no-cache", combine, NULL};
+        r = run_cli(combine_args);
+        if (r.rc != 0)
+            dump("lua tests/explore_combine.lua", &r);
+        assert_int_equal(r.rc, 0);
+        assert_contains(r.out, "explore_combine: ok");
+        free_result(&r);
         const char *explore_args[] = {"explore", "--arch", "sm_90", "--no-cache", "sol066_workload", NULL};
         r = run_cli(explore_args);
         assert_int_equal(r.rc, 1);
