@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: three H200 entries flipped (an H200)
+#   bench/gpu_session.sh pending what is still to be measured: explore's combinations on a GPU
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,16 +40,16 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, twenty-ninth session), on an H200 (the shipped table
-    # applies only where the device's name is its `gpu`): the entries the sweep did not flip, pair_kv=1 at
-    # B=16,T=176 and B=2,T=352 and ga_tma=1 at B=4,T=288, against the entry, the entry timed first and last.
-    # ("-" is the shipped table itself on an H200, not the heuristic.) An entry not more than 1.5% faster
-    # in both runs goes.
-    name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-    [ "$name" = "NVIDIA H200" ] || { echo "pending: for an NVIDIA H200, not $name"; exit 1; }
-    for r in 1 2; do
-      AB_SHAPES=5,8,14 AB_REPS=4 build/attnbwd lua bench/ab.lua time sol072_workload "+ga_bm=0" "+pair_kv=0" \
-        "+ga_tma=0" "+ga_bm=0" 2>&1 | tee "$OUT/entries_ab$r.txt"
-    done
+    # What is still to be measured (2026-12-05, end of the twenty-ninth session): explore's combination
+    # step (lua/explore.lua, new; tested on the CPU only) on a GPU, at B=1,T=853 of the public suite, where
+    # the sweep found pair_kv=1 and gs_round=1 faster together (-9.1% on an H200) than either alone.
+    # Expected: a combined winner with both (about 2 minutes: some 40 candidates checked and timed).
+    cat > "$OUT/explore_853.lua" <<'LUA'
+local attnbwd, explore = require "attnbwd", require "explore"
+for _, c in ipairs(attnbwd.suite("sol072_workload")) do
+  if c.batch == 1 and c.seq_len == 853 then print("winner: " .. assert(explore.explore_case(c)).tiles) end
+end
+LUA
+    build/attnbwd lua "$OUT/explore_853.lua" 2>&1 | tee "$OUT/explore_853.txt"
     ;;
 esac
