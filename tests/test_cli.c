@@ -369,6 +369,19 @@ static void test_check_without_gpu(void **state)
 
 /* `attnbwd lua` runs a script with the attnbwd module; compile works without
  * a GPU, and a script's error is exit 1 with its traceback. */
+/* `attnbwd lua --arch sm_90 --no-cache SRC/REL [ARG]`, which must exit 0; the caller frees the result. */
+static run_result run_tree_script(const char *src, const char *rel, const char *arg)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", src, rel);
+    const char *args[] = {"lua", "--arch", "sm_90", "--no-cache", path, arg, NULL};
+    run_result r = run_cli(args);
+    if (r.rc != 0)
+        dump(rel, &r);
+    assert_int_equal(r.rc, 0);
+    return r;
+}
+
 static void test_lua_script(void **state)
 {
     (void)state;
@@ -428,24 +441,12 @@ static void test_lua_script(void **state)
     /* The shipped example runs and compiles every candidate without a GPU. */
     const char *src = getenv("ATTNBWD_SOURCE_DIR");
     if (src && !gpu_present()) {
-        char example[600];
-        snprintf(example, sizeof example, "%s/examples/explore_one.lua", src);
-        const char *ex_args[] = {"lua", "--arch", "sm_90", "--no-cache", example, "2,4,37,0.1", NULL};
-        r = run_cli(ex_args);
-        if (r.rc != 0)
-            dump("lua examples/explore_one.lua", &r);
-        assert_int_equal(r.rc, 0);
+        r = run_tree_script(src, "examples/explore_one.lua", "2,4,37,0.1");
         assert_contains(r.out, "(compiled)");
         assert_contains(r.out, "no GPU");
         free_result(&r);
         /* explore's combination step, on a stand-in for the attnbwd module (the script asserts) */
-        char combine[600];
-        snprintf(combine, sizeof combine, "%s/tests/explore_combine.lua", src);
-        const char *combine_args[] = {"lua", "--arch", "sm_90", "--no-cache", combine, NULL};
-        r = run_cli(combine_args);
-        if (r.rc != 0)
-            dump("lua tests/explore_combine.lua", &r);
-        assert_int_equal(r.rc, 0);
+        r = run_tree_script(src, "tests/explore_combine.lua", NULL);
         assert_contains(r.out, "explore_combine: ok");
         free_result(&r);
         const char *explore_args[] = {"explore", "--arch", "sm_90", "--no-cache", "sol066_workload", NULL};
