@@ -468,18 +468,14 @@ static const char *tiles_of(attnbwd_ctx *ctx, int64_t B, int64_t H, int64_t T, i
     return info.tiles;
 }
 
-/* Tuning tables: the shipped H200 table applies on that model only; the
- * cache folder's table wins over it; an entry that does not fit the shape
- * falls back to the heuristic. */
-/* Whether the tiles problem 2's shape (B, T) gets in ctx contain `want`. */
-static int edit_tiles_have(attnbwd_ctx *ctx, int64_t B, int64_t T, const char *want) {
+/* Fails unless the tiles problem 2's shape (B, T) gets in ctx contain `want` (on `gpu`, for the message). */
+static void assert_edit_tiles_have(attnbwd_ctx *ctx, int64_t B, int64_t T, const char *want, const char *gpu) {
     attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
     char *src = NULL, *tiles = NULL;
     if (attnbwd_generate(ctx, &e, &src, &tiles) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
-    const int has = strstr(tiles, want) != NULL;
+    if (!strstr(tiles, want)) fail_msg("B=%d T=%d on the %s: want%s in '%s'", (int)B, (int)T, gpu, want, tiles);
     attnbwd_free(src);
     attnbwd_free(tiles);
-    return has;
 }
 
 /* Problem 2's entries the H100 table has of its own (lua/tuning_h100.lua's h100_only), which the H200's lacks. */
@@ -489,6 +485,9 @@ static const struct {
 } h100_own[] = {{4, 640, " gq_tma=1", " gq_tma=0"}, {4, 288, " lane_pri=2", " lane_pri=0"},
                 {2, 768, " ga_tma=1", " ga_tma=0"}};
 
+/* Tuning tables: the shipped H200 table applies on that model only; the
+ * cache folder's table wins over it; an entry that does not fit the shape
+ * falls back to the heuristic. */
 static void tuning_tables(void **state) {
     (void)state;
     log_counts lc = {0};
@@ -508,7 +507,7 @@ static void tuning_tables(void **state) {
     attnbwd_free(src);
     attnbwd_free(tiles);
     for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
-        assert_true(edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h200));
+        assert_edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h200, "H200");
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
@@ -552,18 +551,13 @@ static void tuning_tables(void **state) {
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=0 threads_per_row=32"));
     const int side_start_at[][3] = {{2, 449, 1}, {1, 373, 1}, {8, 448, 0}, {4, 640, 0}};
     for (size_t i = 0; i < sizeof side_start_at / sizeof side_start_at[0]; i++) {
-        attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, side_start_at[i][0], 16, side_start_at[i][1], 1, 0};
         char want[32];
         snprintf(want, sizeof want, " side_start=%d", side_start_at[i][2]);
-        assert_int_equal(attnbwd_generate(ctx, &e, &src, &tiles), ATTNBWD_OK);
-        if (!strstr(tiles, want)) fail_msg("B=%d T=%d on the H100: want%s in '%s'", (int)e.batch, (int)e.seq_len, want, tiles);
-        attnbwd_free(src);
-        attnbwd_free(tiles);
+        assert_edit_tiles_have(ctx, side_start_at[i][0], side_start_at[i][1], want, "H100");
     }
     /* and its own entries */
     for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
-        if (!edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h100))
-            fail_msg("B=%d T=%d on the H100: want%s", (int)h100_own[i].b, (int)h100_own[i].t, h100_own[i].h100);
+        assert_edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h100, "H100");
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_GPU_MODEL");
     test_rmtree(dir);
