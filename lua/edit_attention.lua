@@ -66,6 +66,9 @@ function M.heuristic(shape, arch)
   -- calls): 1.8-3.9% faster on the 8 workloads this picks, level at B=8,T=448,
   -- and slower on all the others (B=1,T=373 +20%, its pass on 48 SMs;
   -- B=2,T=768 +3%, 1.45 waves; B=16,T=176, NJ = 3, +4%) (docs/benchmarks.md).
+  -- att_kb=3 (both kinds of block in one launch) is not a default: it won
+  -- only at B=32,T=293 (-2.3%, a tuning entry), and was level or slower at
+  -- the other odd NJ (2026-12-05, docs/benchmarks.md).
   local nj = ceil_div(shape.seq_len, 64)
   t.att_kb = ((nj >= 4 and shape.batch * 16 * ceil_div(nj, 2) >= 256) or shape.seq_len >= 800) and 2 or 1
   -- gQ's tiles (wg_gq): 64 rows of gS a block where 128 would give fewer
@@ -236,8 +239,9 @@ local CHOICES = {
                           .. "truncate it" },
   { "side_start", { 0, 1, 2 }, "the side lanes start with the call, once gA is done, or once gA's B is "
                                .. "transposed (where it is)" },
-  { "att_kb", { 1, 2 }, "key blocks a block of the attention pass on wgmma: one, its rows split between the "
-                        .. "two warpgroups, or two, one a warpgroup, their rows staged once" },
+  { "att_kb", { 1, 2, 3 }, "key blocks a block of the attention pass on wgmma: one, its rows split between the "
+                           .. "two warpgroups, two, one a warpgroup, their rows staged once, or (3) blocks of two "
+                           .. "and, for a head's odd last key block and where they fill the last wave, of one" },
   { "pair_kv", { 0, 1 }, "the pair in one launch after gQ, or its k and v parts beside gQ and its q part after, "
                          .. "where pair > 0" },
   { "gs_half", { 0, 1 }, "gS in the workspace as fp32, or as fp16 times a power of two per (b, h, 64 keys), "
@@ -381,6 +385,9 @@ function M.candidates(shape)
     add(t)
     t = M.heuristic(shape)
     t.att_kb = 3 - t.att_kb -- one or two key blocks a block of the attention pass
+    add(t)
+    t = M.heuristic(shape)
+    t.att_kb = 3 -- blocks of two key blocks and of one
     add(t)
     t = M.heuristic(shape)
     t.gs_half = 1 - t.gs_half -- gS through the workspace in fp32 or fp16

@@ -127,6 +127,33 @@ local function new_plan(shape, t)
   return p
 end
 
+-- att_kb=3: the attention pass's blocks of two key blocks (a step of 32
+-- rows: one unit of time) for the first pair_heads (b, h), and of one key
+-- block (a step of 64 rows, each warpgroup staging its own: ROWS_STEP units,
+-- as derived from the 2026-12-05 sweep, where att_kb=1's passes ran 1.25-1.49x
+-- att_kb=2's time a step) for those heads' odd last key block and every key
+-- block of the others; each block also BLOCK_SETUP for its prologue.
+local ROWS_STEP, BLOCK_SETUP = 1.33, 1
+function M.attention_mixed_blocks(B, T, pair_heads)
+  local nj = ceil_div(T, 64)
+  return pair_heads * (nj // 2 + nj % 2) + (B * H - pair_heads) * nj
+end
+-- The pair_heads whose blocks end soonest (projection_tiles.makespan, as if
+-- the pairs ran first): every head's key blocks in pairs, but where the last
+-- wave fills better with some heads' in blocks of one (B=4,T=640: 52 of 64;
+-- the pass alone 8% faster there on an H100, the call 1%).
+function M.attention_pair_heads(B, T)
+  local nj = ceil_div(T, 64)
+  local pair_time, rows_time = BLOCK_SETUP + ceil_div(T, 32), BLOCK_SETUP + ROWS_STEP * ceil_div(T, 64)
+  local best, best_time
+  for heads = B * H, 0, -1 do
+    local pairs = heads * (nj // 2)
+    local time = tiles.makespan(pairs, pair_time, M.attention_mixed_blocks(B, T, heads) - pairs, rows_time)
+    if not best_time or time < best_time - 1e-9 then best, best_time = heads, time end
+  end
+  return best
+end
+
 local function plan_fused(shape, t, arch)
   local B, T = shape.batch, shape.seq_len
   local BT = B * T
@@ -301,6 +328,7 @@ local function plan_fused(shape, t, arch)
 
   local att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
   local att_tma = att_wg and t.att_tma == 1 -- P and Pd into it by the TMA
+  local pair_heads = att_wg and t.att_kb == 3 and M.attention_pair_heads(B, T) or nil
   local any_wg = gq_wg or att_wg
   for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
   if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
@@ -584,7 +612,9 @@ local function plan_fused(shape, t, arch)
     -- gA and q rows through tensor maps too: boxes of 32 rows x 32 floats, swizzled.
     local ga_map = string.format("tmap:%d:%d:%d:32:32:1:", BT, HID, HID) .. wsp("gA")
     local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
-    p.kernel("attention_wg", { ceil_div(NJ, t.att_kb), B * H, 1 },
+    local grid = t.att_kb == 3 and { M.attention_mixed_blocks(B, T, pair_heads), 1, 1 } or
+                 { ceil_div(NJ, t.att_kb), B * H, 1 }
+    p.kernel("attention_wg", grid,
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p",
              "in:edit_region_mask", wsp("wcpart") }, nil,
@@ -712,7 +742,10 @@ local function plan_fused(shape, t, arch)
                      P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
                      GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0 }
     p.render("attention_wg.cu", values)
-    p.render(t.att_kb == 1 and "attention_wg_rows.cu" or "attention_wg_keys.cu", values)
+    if t.att_kb ~= 2 then p.render("attention_wg_rows.cu", values) end
+    if t.att_kb ~= 1 then p.render("attention_wg_keys.cu", values) end
+    values.KB, values.PAIR_HEADS = t.att_kb, pair_heads or 0
+    p.render("attention_wg_kernel.cu", values)
   end
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0,

@@ -163,6 +163,7 @@ local function pair_makespan(n1, t1, n2, t2)
   place(n2, t2)
   return groups[#groups].load
 end
+M.makespan = pair_makespan -- also the attention pass's blocks of two sizes (att_kb=3)
 function M.choose_pair(g1, g2, limit, wide_only, splits1, dsm, red)
   local best
   local function options(g, splits)

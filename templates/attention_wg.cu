@@ -18,7 +18,8 @@
 // Two organisations of the blocks (tile att_kb): attention_wg_rows.cu, a
 // block a key block with its query rows split between two warpgroups, and
 // attention_wg_keys.cu, a block two key blocks, one a warpgroup, walking the
-// rows together. This file holds what both share.
+// rows together; attention_wg_kernel.cu launches either, or both in one
+// launch (att_kb=3). This file holds what both share.
 //
 // P and Pd come into a warpgroup's ring either with every thread's 16-byte
 // cp.async (P_TMA 0), or (P_TMA 1) as 2-D TMA tensor copies that one thread of
@@ -412,14 +413,29 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
 
 // The pass's parameters, the same in both organisations (lua/edit_attention_plan.lua
 // binds them in this order): P and Pd by tensor maps (P_TMA) or as pointers.
+// An organisation's block is a device function of the same parameters
+// (FW_BLOCK_PARAMS: the tensor maps by reference, so that their addresses
+// stay the kernel's parameters, which the TMA reads), called by the kernel of
+// templates/attention_wg_kernel.cu with FW_PASS_ARGS.
 #if {{P_TMA}}
 #define FW_P_PARAMS const __grid_constant__ tc::tma_map map_p, const __grid_constant__ tc::tma_map map_pd
+#define FW_P_REFS const tc::tma_map &map_p, const tc::tma_map &map_pd
+#define FW_P_ARGS map_p, map_pd
 #else
 #define FW_P_PARAMS const float *__restrict__ probs, const float *__restrict__ probs_dropped
+#define FW_P_REFS FW_P_PARAMS
+#define FW_P_ARGS probs, probs_dropped
 #endif
-#define FW_PASS_PARAMS                                                                                       \
-    const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,                             \
-        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value, FW_P_PARAMS,              \
-        const float *__restrict__ attention_mask, float *__restrict__ grad_qkv, fw::gs_t *__restrict__ gs,    \
+#define FW_PASS_REST                                                                                         \
+    const float *__restrict__ attention_mask, float *__restrict__ grad_qkv, fw::gs_t *__restrict__ gs,        \
         float scale, const float *__restrict__ gan, float *__restrict__ gsinv, float dropout_p,                 \
         const float *__restrict__ edit_region_mask, float *__restrict__ wc_partials
+#define FW_PASS_PARAMS                                                                                       \
+    const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,                             \
+        const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value, FW_P_PARAMS, FW_PASS_REST
+#define FW_BLOCK_PARAMS                                                                                      \
+    const tc::tma_map &map_ga, const float *__restrict__ rowdot, const tc::tma_map &map_q,                    \
+        const float *__restrict__ value, FW_P_REFS, FW_PASS_REST
+#define FW_PASS_ARGS                                                                                         \
+    map_ga, rowdot, map_q, value, FW_P_ARGS, attention_mask, grad_qkv, gs, scale, gan, gsinv, dropout_p,      \
+        edit_region_mask, wc_partials

@@ -9,8 +9,10 @@
 // warpgroup past the last key block only stages. (Three warpgroups, three key
 // blocks, fit in shared memory too, but were slower: docs/benchmarks.md.) gS
 // goes to gs [B, 16, GS_ROWS, GS_LD] (rows padded with zeros to GS_LD) for
-// the gQ product and the bias sums.
+// the gQ product and the bias sums. The block is keys_block, called by the
+// kernel (attention_wg_kernel.cu) with its pair of key blocks and (b, h).
 namespace fw {
+namespace keys_org {
 // Two warpgroups, 32 rows a step, three step buffers (see the step's end).
 constexpr int NW = 2, NT = NW * 128, BI = 32, BUFS = 3;
 // The thread of a warpgroup that asks the TMA for its P and Pd: 0, or
@@ -35,25 +37,24 @@ static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
 // The block's named barrier at the top of a step (0 is __syncthreads').
 __device__ __forceinline__ void block_bar(int id) { asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(NT) : "memory"); }
-} // namespace fw
+} // namespace keys_org
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-{{PREFIX}}_attention_wg(FW_PASS_PARAMS) {
-    tc::pdl_enter();
-    using namespace fw;
+// Key blocks NW kx .. NW kx + NW - 1 of (b, h) = bh.
+__device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
+    using namespace keys_org;
     unsigned sm_s;
     float *sm = aligned_smem(sm_s);
 
-    const int bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+    const int b = bh / kHeads, h = bh % kHeads;
     const i64 head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
     // w from a shuffle of lane 0: the compiler then knows it is the same in a
     // warp and keeps it, and the buffer addresses and descriptors made from it,
     // in uniform registers.
     const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid / 128, 0), wt = tid % 128, q = wt / 32,
               lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int jb = blockIdx.x * NW + w;
+    const int jb = kx * NW + w;
     const bool live = jb < NJ; // else this warpgroup only stages
-    const i64 j0 = (i64)jb * BJ, jblock0 = (i64)blockIdx.x * NW * BJ;
+    const i64 j0 = (i64)jb * BJ, jblock0 = (i64)kx * NW * BJ;
     float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
     unsigned long long *bars = reinterpret_cast<unsigned long long *>(sm + OFF_BAR), *full = bars + w * P_STAGES,
                        *rows_full = bars + N_PBAR;
@@ -264,3 +265,4 @@ extern "C" __global__ void __launch_bounds__(256, 1)
             }
         }
 }
+} // namespace fw

@@ -4,7 +4,10 @@
 // loads, ring and barriers; they share only v_j, and add their gV and gK once
 // at the end (a fixed order: deterministic). gS goes to gs [B, 16, GS_ROWS, GS_LD]
 // (rows padded with zeros to GS_LD) for the gQ product and the bias sums.
+// The block is rows_block, called by the kernel (attention_wg_kernel.cu)
+// with its key block and (b, h).
 namespace fw {
+namespace rows_org {
 constexpr int BI = 64, HALF = 32;
 // The thread of a warpgroup that asks the TMA for P and Pd: 0, the one that
 // asks for the rows, or (p_issuer=1) the first of its second warp, so that
@@ -25,16 +28,15 @@ static_assert(OFF_P % 32 == 0, "TMA boxes on 128-byte boundaries");
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
-} // namespace fw
+} // namespace rows_org
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-{{PREFIX}}_attention_wg(FW_PASS_PARAMS) {
-    tc::pdl_enter();
-    using namespace fw;
+// Key block jb (64 keys) of (b, h) = bh.
+__device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
+    using namespace rows_org;
     unsigned sm_s;
     float *sm = aligned_smem(sm_s);
 
-    const int jb = blockIdx.x, bh = blockIdx.y, b = bh / kHeads, h = bh % kHeads;
+    const int b = bh / kHeads, h = bh % kHeads;
     const i64 j0 = (i64)jb * BJ, head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
     // w from a shuffle of lane 0: the compiler then knows it is the same in a
     // warp and keeps it, and the buffer addresses and descriptors made from it,
@@ -268,3 +270,4 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     if (w == 0) finish(accV, 2 * kHid, 1.f); // gV, gK in grad_qkv's [B, T, 3072]
     else finish(accK, kHid, scale);
 }
+} // namespace fw

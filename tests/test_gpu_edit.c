@@ -4,8 +4,9 @@
  * attention_mask with zeros, dropout_p = 0 and a p the benchmark does not
  * use, non-zero projection biases), the TF32 attention pass's other block
  * organisation (att_kb) where the heuristic would not take it, at T that
- * leave a warpgroup without keys, gS in fp16 (gs_half=1), grad_output times
- * 2^16 (gS past fp16's range but for gs_half's scale), gS stored rounded
+ * leave a warpgroup without keys, and both in one launch (att_kb=3), gS in
+ * fp16 (gs_half=1), grad_output times 2^16 (gS past fp16's range but for
+ * gs_half's scale), gS stored rounded
  * to TF32 (gs_round), gQ TMA-fed and persistent (gq_tma), gA as gA^T
  * (ga_tma=2), the pair's K slices added across clusters (pair_dsm), gS
  * written straight into grad_edit_region_bias at B = 1 (gs_direct), the
@@ -158,6 +159,14 @@ int main(void) {
     add_run(runs, &n, tiled_run(2, 129, 0.25, MASK0, "att_kb=2"));
     /* ... and one key block where it takes two. */
     add_run(runs, &n, tiled_run(1, 1000, 0.1, 0, "att_kb=1"));
+    /* Blocks of two key blocks and of one in one launch (att_kb=3): each head's odd last key block alone
+     * (T = 129 with key zeros, NJ = 3; B=8,T=448, NJ = 7, P by cp.async; T = 17, one key block), and some
+     * heads' key blocks all alone beside the others' pairs (B=4,T=640 and B=2,T=768, odd T with gs_round). */
+    add_run(runs, &n, tiled_run(2, 129, 0.25, MASK0, "att_kb=3"));
+    add_run(runs, &n, tiled_run(8, 448, 0.1, 0, "att_kb=3"));
+    add_run(runs, &n, tiled_run(1, 17, 0.1, 0, "att_kb=3"));
+    add_run(runs, &n, tiled_run(4, 640, 0.1, MASK0, "att_kb=3"));
+    add_run(runs, &n, tiled_run(2, 767, 0.1, 0, "att_kb=3 gs_round=1"));
     /* gS in fp16 (gs_half=1, the exploration's): at T = 129 with key zeros, and with grad_output times
      * 2^16, where gS (up to ~1e5) would overflow fp16 without its scale (atol times 2^16, as every output
      * is), also in fp32 (the default). */

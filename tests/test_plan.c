@@ -746,9 +746,13 @@ static void edit_attention_plans(void **state) {
                     /* The pass on wgmma: att_kb blocks of 64 keys a block, the mma.sync pass compiled out. */
                     attention++;
                     const long kb = tile(p.tiles, "att_kb"), nj = (s.seq_len + 63) / 64;
-                    assert_true(kb == 1 || kb == 2);
-                    assert_int_equal(x->grid[0], (unsigned)((nj + kb - 1) / kb));
-                    assert_int_equal(x->grid[1], (unsigned)(s.batch * 16));
+                    assert_true(kb == 1 || kb == 2 || kb == 3);
+                    if (kb == 3) /* blocks of two key blocks and of one: between a block a pair and one a key block */
+                        assert_in_range(x->grid[0], (unsigned)(s.batch * 16 * ((nj + 1) / 2)),
+                                        (unsigned)(s.batch * 16 * nj));
+                    else
+                        assert_int_equal(x->grid[0], (unsigned)((nj + kb - 1) / kb));
+                    assert_int_equal(x->grid[1], kb == 3 ? 1u : (unsigned)(s.batch * 16));
                     assert_int_equal(x->block[0], 256);
                     const long stages = tile(p.tiles, "p_stages");
                     assert_true(tile(p.tiles, "wg_att") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store") &&
@@ -759,10 +763,13 @@ static void edit_attention_plans(void **state) {
                      * flight and their barrier once. 1 KiB of alignment. */
                     const int tma = tile(p.tiles, "att_tma") == 1;
                     const unsigned rings = (unsigned)(2 * stages * 2 * 32 * 68 + (tma ? 2 * stages * 2 : 0));
-                    const unsigned floats = kb == 1 ? 2 * 64 * 32 + 4 * 6 * 32 * 32 + rings + 2 * 8 * 128 * 4 + 2 * 2
-                                                    : 2 * 2 * 64 * 32 + 3 * 6 * 32 * 32 + rings + 4 * 32 * 32 + 2;
+                    const unsigned rows = 2 * 64 * 32 + 4 * 6 * 32 * 32 + rings + 2 * 8 * 128 * 4 + 2 * 2,
+                                   keys = 2 * 2 * 64 * 32 + 3 * 6 * 32 * 32 + rings + 4 * 32 * 32 + 2;
+                    const unsigned floats = kb == 1 ? rows : kb == 2 ? keys : rows > keys ? rows : keys;
                     assert_int_equal(x->shared_bytes, 4 * floats + 1024);
-                    assert_non_null(strstr(p.source, kb == 1 ? "tile att_kb=1: a block" : "tile att_kb=2: a block"));
+                    /* The organisations' blocks in the source: att_kb=3 has both. */
+                    assert_true(!strstr(p.source, "tile att_kb=1: a block") == (kb == 2));
+                    assert_true(!strstr(p.source, "tile att_kb=2: a block") == (kb == 1));
                     assert_true(x->shared_bytes <= 227 * 1024);
                     assert_non_null(strstr(p.source, "#if 0 // else templates/attention_wg.cu's pass runs"));
                     check_attention_maps(&p, x, &s);
@@ -1434,6 +1441,42 @@ static void ga_tiles_plans(void **state) {
     gen_close(g);
 }
 
+/* att_kb=3: the pass's blocks of two key blocks and of one in one launch. Where
+ * every head's pairs fill whole waves (B=32,T=293: NJ = 5, 1024 pair blocks)
+ * each head keeps its pairs and its odd last key block gets a block of one;
+ * where the pairs would leave most of a last wave idle (B=4,T=640: 320 pair
+ * blocks, 2.4 waves) some heads' key blocks go one a block; where one block a
+ * key block still fits one wave (B=1,T=373: 96 blocks) every head does. The
+ * kernel renders both organisations and takes the count of paired heads. */
+static void att_kb3_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{32, 293}, {4, 640}, {1, 373}, {8, 448}, {1, 17}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1], nj = (T + 63) / 64, heads = 16 * B;
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+        kernel_plan p;
+        assert_int_equal(gen_plan(g, &s, "sm_90", "att_kb=3", &p), ATTNBWD_OK);
+        check_lanes(&p);
+        const plan_launch *pass = launch_named(&p, "_attention_wg");
+        assert_non_null(pass);
+        const char *at = strstr(p.source, "PAIR_HEADS = ");
+        assert_non_null(at);
+        const long paired = strtol(at + strlen("PAIR_HEADS = "), NULL, 10);
+        assert_in_range(paired, 0, heads);
+        /* Paired heads: nj / 2 pairs and (odd nj) their last key block; the others one a key block. */
+        assert_int_equal(pass->grid[0], (unsigned)(paired * (nj / 2 + nj % 2) + (heads - paired) * nj));
+        assert_int_equal(pass->grid[1], 1);
+        if (B == 32 || B == 8) assert_int_equal(paired, heads);
+        if (B == 4) assert_in_range(paired, 1, heads - 1);
+        if (B == 1 && T == 373) assert_int_equal(paired, 0);
+        assert_non_null(strstr(p.source, "rows_block(FW_BLOCK_PARAMS"));
+        assert_non_null(strstr(p.source, "keys_block(FW_BLOCK_PARAMS"));
+        kernel_plan_free(&p);
+    }
+    gen_close(g);
+}
+
 /* att_wc=1 at B = 1 (gS in place): the pass makes the within/cross partials
  * (WC = 1, into the region within_cross reads, which waits for the pass), no
  * bias_grads or bias_final launch, and the columns of rows < T past the last
@@ -1664,6 +1707,7 @@ int main(void) {
         cmocka_unit_test(heuristic_is_valid_for_many_shapes),
         cmocka_unit_test(overrides),
         cmocka_unit_test(candidates_are_valid),
+        cmocka_unit_test(att_kb3_plans),
         cmocka_unit_test(edit_attention_plans),
         cmocka_unit_test(gh_trunc_plans),
         cmocka_unit_test(gs_half_plans),
