@@ -506,6 +506,7 @@ static void tuning_tables(void **state) {
     assert_non_null(strstr(tiles, "side_start=1")); /* the heuristic says 0 */
     attnbwd_free(src);
     attnbwd_free(tiles);
+    assert_edit_tiles_have(ctx, 32, 293, " att_kb=3", "H200"); /* blocks of two key blocks and of one */
     for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
         assert_edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h200, "H200");
     attnbwd_close(ctx);
@@ -555,6 +556,7 @@ static void tuning_tables(void **state) {
         snprintf(want, sizeof want, " side_start=%d", side_start_at[i][2]);
         assert_edit_tiles_have(ctx, side_start_at[i][0], side_start_at[i][1], want, "H100");
     }
+    assert_edit_tiles_have(ctx, 32, 293, " att_kb=3", "H100"); /* inherited from the H200's, measured here too */
     /* and its own entries */
     for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
         assert_edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h100, "H100");
