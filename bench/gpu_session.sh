@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: explore's combinations on a GPU
+#   bench/gpu_session.sh pending what is still to be measured: tr_vec=0 over the shipped entries
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,16 +40,15 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, end of the twenty-ninth session): explore's combination
-    # step (lua/explore.lua, new; tested on the CPU only) on a GPU, at B=1,T=853 of the public suite, where
-    # the sweep found pair_kv=1 and gs_round=1 faster together (-9.1% on an H200) than either alone.
-    # Expected: a combined winner with both (about 2 minutes: some 40 candidates checked and timed).
-    cat > "$OUT/explore_853.lua" <<'LUA'
-local attnbwd, explore = require "attnbwd", require "explore"
-for _, c in ipairs(attnbwd.suite("sol072_workload")) do
-  if c.batch == 1 and c.seq_len == 853 then print("winner: " .. assert(explore.explore_case(c)).tiles) end
-end
-LUA
-    build/attnbwd lua "$OUT/explore_853.lua" 2>&1 | tee "$OUT/explore_853.txt"
+    # What is still to be measured (2026-12-05, end of the thirtieth session): the transposes with 4-byte
+    # accesses (tr_vec=0) over the shipped entries, which no sweep since the seventh session has flipped and
+    # explore found among B=1,T=853's winners on an H100 (212.2 against the heuristic's 220.4 us; the call
+    # that would have run this on an H200 lost its machine). Two runs of all 16, the entry first and last;
+    # expected: -1.5 to -4% on some of the seven small calls (whose side lanes' transposes share the GPU with
+    # the chain), level elsewhere (about 1.5 minutes).
+    for r in 1 2; do
+      AB_REPS=3 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+tr_vec=0" "+ga_bm=0" 2>&1 |
+        tee "$OUT/tr_vec_$r.txt"
+    done
     ;;
 esac
