@@ -3,23 +3,10 @@
 -- (a failing one is rejected) and timed on the GPU; the fastest wins. A user
 -- script can `require "explore"` and call explore_case itself.
 local attnbwd = require "attnbwd"
+local render = require "render" -- tile text <-> table (keys in order: one choice, one text)
+local parse, text = render.parse_tiles, render.tiles_string
 
 local M = {}
-
--- "k=v k=v" -> { k = "v", ... }, and back (keys in order, so that one
--- choice is always the same text).
-local function parse(tiles)
-  local t = {}
-  for k, v in tiles:gmatch("([%w_]+)=(%S+)") do t[k] = v end
-  return t
-end
-local function text(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  for i, k in ipairs(keys) do keys[i] = k .. "=" .. t[k] end
-  return table.concat(keys, " ")
-end
 
 -- The combination of two winning candidates: b's choices that differ from
 -- the heuristic's h laid over a, or nil where b changes a key a changed too

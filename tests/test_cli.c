@@ -367,8 +367,6 @@ static void test_check_without_gpu(void **state)
     free_result(&r);
 }
 
-/* `attnbwd lua` runs a script with the attnbwd module; compile works without
- * a GPU, and a script's error is exit 1 with its traceback. */
 /* `attnbwd lua --arch sm_90 --no-cache SRC/REL [ARG]`, which must exit 0; the caller frees the result. */
 static run_result run_tree_script(const char *src, const char *rel, const char *arg)
 {
@@ -382,6 +380,8 @@ static run_result run_tree_script(const char *src, const char *rel, const char *
     return r;
 }
 
+/* `attnbwd lua` runs a script with the attnbwd module; compile works without
+ * a GPU, and a script's error is exit 1 with its traceback. */
 static void test_lua_script(void **state)
 {
     (void)state;
