@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: tr_vec=0 over the shipped entries
+#   bench/gpu_session.sh pending what is still to be measured: gq_red=1's cases and A/B, tr_vec=0
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,15 +40,20 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, end of the thirtieth session): the transposes with 4-byte
-    # accesses (tr_vec=0) over the shipped entries, which no sweep since the seventh session has flipped and
-    # explore found among B=1,T=853's winners on an H100 (212.2 against the heuristic's 220.4 us; the call
-    # that would have run this on an H200 lost its machine). Two runs of all 16, the entry first and last;
-    # expected: -1.5 to -4% on some of the seven small calls (whose side lanes' transposes share the GPU with
-    # the chain), level elsewhere (about 1.5 minutes).
+    # What is still to be measured (2026-12-05, end of the thirty-first session, which had no GPU):
+    # 1. gq_red=1 (built without a GPU): its GPU cases, then gQ alone against the default (the reductions' cost).
+    # 2. One whole-call A/B of the 16, twice, the entry first and last: gq_red=1 (expected -2 to -5% at B=32,T=773
+    #    and B=16,T=691, -1 to -3% on the other large calls, level +-2% at B <= 4, no change at B = 1) and the
+    #    transposes with 4-byte accesses (tr_vec=0: expected -1.5 to -4% on some of the seven small calls).
+    # About 5 minutes on an H200.
+    ATTNBWD_TEST_PRECISION=tf32 ATTNBWD_TEST_MATCH=gq_red timeout 240 build/tests/test_gpu_edit 2>&1 |
+      tee "$OUT/gq_red_cases.txt"
+    echo "test_gpu_edit exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gq_red_cases.txt"
+    AB_SHAPES=15,16,7,3,4,6,10 AB_REPS=2 build/attnbwd -q lua bench/ab.lua time:grad_query sol072_workload \
+      "+ga_bm=0" "+gq_red=1" 2>&1 | tee "$OUT/gq_red_alone.txt"
     for r in 1 2; do
-      AB_REPS=3 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+tr_vec=0" "+ga_bm=0" 2>&1 |
-        tee "$OUT/tr_vec_$r.txt"
+      AB_REPS=3 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+gq_red=1" "+tr_vec=0" \
+        "+ga_bm=0" 2>&1 | tee "$OUT/ab_$r.txt"
     done
     ;;
 esac

@@ -193,6 +193,13 @@ function M.heuristic(shape, arch)
   -- (-1.7%); every B = 1 GPU case passes with it. On at B = 1 (elsewhere it
   -- changes nothing).
   t.att_wc = shape.batch == 1 and 1 or 0
+  -- gq_red=1: the edit-bias sums over the batch made by gQ on wgmma, which
+  -- adds each gS tile it reads into grad_edit_region_bias by float
+  -- reductions (its blocks head by head, so that the rows it adds into stay
+  -- in L2), the within/cross sums by the pass: no bias_grads launch reading
+  -- gS back (1.22 GB at B=32,T=773). Built 2026-12-05 (thirty-first
+  -- session, no GPU lent): off until measured; its last bits vary by run.
+  t.gq_red = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -268,6 +275,9 @@ local CHOICES = {
                         .. "attention pass on wgmma, with no bias_grads launch" },
   { "ga_dsm", { 0, 1 }, "gA's K slices on mma.sync added by a reduce launch, or across the cluster of their tile's "
                        .. "blocks with the row dots (sm_90)" },
+  { "gq_red", { 0, 1 }, "the edit-bias sums over the batch by a launch reading gS back, or by gQ's batched wgmma "
+                       .. "product adding each gS tile it reads into grad_edit_region_bias by float reductions "
+                       .. "(fp32 gS in the workspace), the within/cross sums by the attention pass on wgmma" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },
@@ -450,6 +460,7 @@ function M.candidates(shape)
     t.splitk_red = red
     add(t)
   end
+  -- gq_red=1 is not offered until it has run on a GPU (built without one).
   -- gh_bias=1 and mc=2 are not offered: 19% and 28% slower in geomean where
   -- measured (docs/benchmarks.md, twenty-fourth session); tiles can still ask for them.
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)

@@ -261,6 +261,13 @@ local function plan_fused(shape, t, arch)
   -- or (gq_tma) TMA-fed and persistent, where gS is fp32.
   local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
   local gq_tma = gq_wg and t.gq_tma == 1 and t.tma == 1 and not gs_half
+  -- gq_red=1: gQ's batched wgmma product (not gq_tma) adds each gS tile it
+  -- reads into grad_edit_region_bias, zeroed whole at the start, by float
+  -- reductions, its blocks head by head so that the rows they add into stay
+  -- in L2; the wgmma pass makes the within/cross sums (as att_wc does at
+  -- B = 1): no bias_grads launch reads gS back. That output's last bits then
+  -- vary from run to run. gS fp32 in the workspace (not gs_direct's B = 1).
+  local gq_red = t.gq_red == 1 and gq_wg and not gq_tma and not gs_half and not gs_direct and att_on_wg(t)
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
@@ -306,15 +313,16 @@ local function plan_fused(shape, t, arch)
   -- not added by atomics; gS fp32 in the workspace; rows past T written by
   -- bias_zero_rows (or none: T = 1024).
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
-  -- att_wc (B = 1, gS in place, rows past T zeroed early or none): the wgmma
-  -- pass sums gS * m_i*m_j and gS * (m_i != m_j) per key block into wcpart,
-  -- which within_cross adds; the columns past its last key block are zeroed
-  -- at the start (bias_zero_cols): no bias_grads launch reads gS back.
-  local pass_wc = t.att_wc == 1 and gs_direct and (zero_early or T == POS)
+  -- att_wc (B = 1, gS in place, rows past T zeroed early or none), or
+  -- gq_red: the wgmma pass sums gS * m_i*m_j and gS * (m_i != m_j) per key
+  -- block into wcpart, which within_cross adds; the columns past its last key
+  -- block are zeroed at the start (bias_zero_cols; gq_red: the whole output):
+  -- no bias_grads launch reads gS back.
+  local pass_wc = (t.att_wc == 1 and gs_direct and (zero_early or T == POS)) or gq_red
   local ghid = products[3]
   local gh_bias = t.gh_bias == 1 and not pair_kv and not ghid.choice.cluster and not products[4].choice.cluster and
                   ghid.choice.tma == true and t.gh_trunc == 1 and t.gs_store == 1 and not gs_half and not gs_direct and
-                  not adds_slices(ghid) and
+                  not adds_slices(ghid) and not gq_red and
                   (zero_early or T == POS) and tma_smem(ghid.choice.config, false, false, true) <= smem_limit(arch)
   if gh_bias then -- an item a warp of bias_grads' row
     p.reserve("biaswarp", H * T * bias_row_threads(T) // 32 * 2) -- the items' within/cross sums
@@ -585,13 +593,16 @@ local function plan_fused(shape, t, arch)
   if gh_bias then -- its queue of items, for grad_hidden (which waits for bias_zero)
     p.kernel("zero", { 1, 1, 1 }, { wsp("biasq"), "i64:1", "i32:4", "i64:4" })
   end
-  if zero_early then -- grad_edit_region_bias's rows past T, while the products run
+  if gq_red then -- all of grad_edit_region_bias, which gQ adds into
+    p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
+             { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
+  elseif zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
-  if pass_wc and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
+  if pass_wc and not gq_red and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
     p.kernel("bias_zero_cols", { ceil_div(T * (POS - 64 * NJ) // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
-  if zero_early or gh_bias then p.signal("bias_zero") end
+  if zero_early or gh_bias or gq_red then p.signal("bias_zero") end
   p.on(0)
   if gattn.choice.splits == 1 and not makes_rowdots(gattn) then -- else gA or its reduce made them
     p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
@@ -671,12 +682,14 @@ local function plan_fused(shape, t, arch)
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D,
         SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D,
         B_T = gs_half and "unsigned short" or "float", NKB = NJ,
-        B_RAW = not gs_round,
+        B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = B,
       })
       -- gs_half: the inverse scales of the K blocks follow the stages.
       local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
+      if gq_red then p.wait("bias_zero") end -- the output it adds into is zeroed
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H },
-               { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv }, { w.bm // 64 * 128, 1, 1 }, smem)
+               { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "i64:0" },
+               { w.bm // 64 * 128, 1, 1 }, smem)
     else
       local c = GEMM_CONFIGS[3]
       p.render("gemm_tc_batched_kernel.cu", {
@@ -758,12 +771,13 @@ local function plan_fused(shape, t, arch)
   -- no fixed order, whose last bits may differ between runs: the products
   -- whose K slices are added by atomics (splitk_red); with gs_store=0, gQ
   -- added into grad_qkv (so grad_hidden_states, grad_qkv_weight and
-  -- grad_qkv_bias) and gS into grad_edit_region_bias.
+  -- grad_qkv_bias) and gS into grad_edit_region_bias; with gq_red, that last.
   local unordered = 0
   for _, x in ipairs { { ghid, 0 }, { gqw, 1 }, { gow, 3 } } do
     if adds_slices(x[1]) then unordered = unordered | 1 << x[2] end
   end
   if t.gs_store == 0 then unordered = unordered | 1 << 0 | 1 << 1 | 1 << 2 | 1 << 5 end
+  if gq_red then unordered = unordered | 1 << 5 end
   plan.unordered_outputs = unordered
   return plan
 end

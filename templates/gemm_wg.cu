@@ -35,6 +35,8 @@
 // (exact: 11 significant bits, which TF32 keeps). TC: C is stored transposed, C[n * ldc + m] (gQ^T = k^T gS^T
 // computed as [64, T] and written as gQ [T, 64]: the keys are then A, stored
 // [K, M], which the register path reads as they are, so no copy of them).
+// RED_LD > 0: each B chunk a thread copies is also added into `red` by a
+// float reduction as it lands (add_tile_sw128: gS into grad_edit_region_bias).
 namespace tc {
 
 // Shared-memory descriptor of a K-major tile in the 128-byte swizzle: start
@@ -201,11 +203,39 @@ template <int ROWS, int NT> __device__ __forceinline__ void round_tile_sw128(flo
     }
 }
 
+// RED_LD > 0 (gQ, tile gq_red=1): the chunks this thread copied with
+// copy_tile_sw128<ROWS, NT> (B's rows n0.., k0..) also added, as copied,
+// into red[(n0 + row) * RED_LD + k] by float reductions where row < N and k
+// < kend (k past kend counted as zeros); rounded in place too where ROUND.
+template <int ROWS, int NT, bool ROUND, i64 N, i64 RED_LD>
+__device__ __forceinline__ void add_tile_sw128(float *tile, float *__restrict__ red, i64 n0, i64 k0, i64 kend) {
+    constexpr int RS = NT / 8, PASSES = ROWS / RS;
+    const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
+    const int col = 4 * (c ^ (rt % 8));
+    const i64 k = k0 + 4 * c;
+    const int kleft = k < kend ? (int)(kend - k < 4 ? kend - k : 4) : 0; // this chunk's k inside
+    const int rows = N - n0 - rt > ROWS ? ROWS : (int)(N - n0 - rt); // this thread's rows r < rows inside
+    float *dst = red + (n0 + rt) * RED_LD + k;
+#pragma unroll
+    for (int p = 0; p < PASSES; ++p) {
+        float4 *q = reinterpret_cast<float4 *>(&tile[(rt + p * RS) * 32 + col]);
+        float4 v = *q;
+        if constexpr (ROUND) *reinterpret_cast<uint4 *>(q) = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+        if (kleft == 0 || p * RS >= rows) continue;
+        if (kleft < 4) { // the row's last chunk: gS's padding past T is not the sum's
+            if (kleft < 2) v.y = 0.f;
+            if (kleft < 3) v.z = 0.f;
+            v.w = 0.f;
+        }
+        red_add4(dst + (i64)p * RS * RED_LD, v);
+    }
+}
+
 template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT, bool A_SW = false,
-          bool B_RAW = false, bool TC = false, class BE = float>
+          bool B_RAW = false, bool TC = false, class BE = float, i64 RED_LD = 0>
 __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *__restrict__ B,
                                         float *__restrict__ C, i64 ldc, float alpha, int split,
-                                        const float *__restrict__ bscale = nullptr) {
+                                        const float *__restrict__ bscale = nullptr, float *__restrict__ red = nullptr) {
     constexpr bool B_F16 = sizeof(BE) == 2;
     constexpr int NT = BM / 64 * 128, WN = BN < 128 ? BN : 128, NH = BN / WN; // NH wgmmas of WN columns
     // B first in each stage: every tile size here is a multiple of 1024 bytes,
@@ -216,6 +246,7 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     static_assert(!(A_SW && TA), "A from shared memory must be K-major");
     static_assert(!(A_SW && BN == 64), "BN = 64 takes A from registers");
     static_assert(A_SIZE % 256 == 0, "stages of whole 1024-byte blocks");
+    static_assert(RED_LD == 0 || (!B_F16 && RED_LD % 4 == 0), "reductions of fp32 B, 16-byte aligned");
     extern __shared__ float4 smem4[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
     float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw % 1024) % 1024) / 4; // launch asks 1 KiB more
@@ -254,6 +285,8 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
         if constexpr (A_SW) round_tile_sw128<BM, NT>(smem + (kt % STAGES) * STAGE + B_SIZE);
         if constexpr (B_F16)
             widen_tile_f16<BN, NT>(smem + (kt % STAGES) * STAGE, bsc[(kbeg + (i64)kt * 32) / 64]);
+        else if constexpr (RED_LD > 0)
+            add_tile_sw128<BN, NT, B_RAW, N, RED_LD>(smem + (kt % STAGES) * STAGE, red, n0, kbeg + (i64)kt * 32, kend);
         else if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
         fence_async_shared();
         __syncthreads(); // tile kt is in place for everyone; tile kt-2's wgmmas are done in every warpgroup

@@ -16,7 +16,8 @@
  * heads a tile, at odd T) and by their own launch (ga_rowdot=0), the side
  * lanes after gA's transposed B (side_start=2), gA's K slices added across
  * clusters with the row dots (ga_dsm=1), the within/cross sums made by the
- * attention pass (att_wc=1), the edit-bias sums made by
+ * attention pass (att_wc=1), the edit-bias sums over the batch by gQ's
+ * float reductions (gq_red=1), the edit-bias sums made by
  * grad_hidden's producer warps (gh_bias=1), the products' B tiles multicast
  * to clusters of two blocks (mc=2), a case past 2^31 elements in each
  * [B, 16, T, T] tensor (also with gh_bias=1), and
@@ -253,6 +254,15 @@ int main(void) {
     add_run(runs, &n, tiled_run(1, 1024, 0.1, 0, "att_wc=1"));
     add_run(runs, &n, tiled_run(1, 129, 0.25, MASK0, "att_wc=1 att_kb=2"));
     add_run(runs, &n, tiled_run(1, 853, 0.1, 0, "att_wc=1 att_kb=1"));
+    /* The bias sums over the batch by gQ's float reductions (gq_red=1), the within/cross sums by the pass at B > 1:
+     * T = 352 (T % 4 == 0), T = 17 (one key block; key zeros; rows and k past T in gQ's one tile), T = 1000 with
+     * gS stored rounded (gQ's B not rounded by it; key zeros), T = 293 at B = 32 (odd T, 512 (b, h)), T = 129 in
+     * 64-row blocks of gQ and two key blocks a block of the pass (p = 0.25). */
+    add_run(runs, &n, tiled_run(2, 352, 0.1, 0, "gq_red=1"));
+    add_run(runs, &n, tiled_run(4, 17, 0.1, MASK0, "gq_red=1"));
+    add_run(runs, &n, tiled_run(3, 1000, 0.1, MASK0, "gq_red=1 gs_round=1"));
+    add_run(runs, &n, tiled_run(32, 293, 0.1, 0, "gq_red=1"));
+    add_run(runs, &n, tiled_run(2, 129, 0.25, MASK0, "gq_red=1 gq_bn=64 att_kb=2"));
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     add_run(runs, &n, tiled_run(4, 288, 0.1, MASK0, "side_start=2"));
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles

@@ -661,18 +661,30 @@ static void check_bias_sums(const kernel_plan *p) {
  * gs_store=1), the rest by bias_grads, or (gh_bias=1) by grad_hidden's
  * launch (gh_bias_plans), or (att_wc=1, B = 1) by the pass up to its last key
  * block and bias_zero_cols past it (att_wc_plans); else all of them by
- * bias_grads. */
+ * bias_grads. With gq_red=1 all of it is zeroed on a side lane and gQ adds
+ * gS into it (gq_red_plans). */
 static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
     if (!strstr(p->tiles, "fused=1") || !strstr(p->tiles, "gs_store=1")) return;
     const int early = strstr(p->tiles, "zero_early=1") && s->seq_len < 1024;
-    int zero = -1, grads = -1, side = -1, wc = -1, cols = -1;
+    int zero = -1, grads = -1, side = -1, wc = -1, cols = -1, whole = -1, red = 0;
     for (int i = 0; i < p->n_launches; ++i) {
+        const plan_launch *x = &p->launches[i];
+        if (ends_with(x->name, "_zero") && !strcmp(x->args[0], "out:grad_edit_region_bias")) whole = i;
+        red |= ends_with(x->name, "_grad_query") && !strcmp(x->args[x->n_args - 1], "out:grad_edit_region_bias");
         if (strstr(p->launches[i].name, "_bias_zero_rows")) zero = i;
         if (strstr(p->launches[i].name, "_bias_grads")) grads = i;
         if (bias_side_args(&p->launches[i])) side = i;
         if (strstr(p->launches[i].name, "_within_cross")) wc = i;
         if (strstr(p->launches[i].name, "_bias_zero_cols")) cols = i;
     }
+    if (red) { /* gq_red: all 16 x 1024 x 1024 zeroed on a side lane, then gQ's sums; the pass's within/cross */
+        assert_non_null(strstr(p->tiles, "gq_red=1"));
+        assert_true(whole >= 0 && p->launches[whole].lane != 0 && wc >= 0);
+        assert_true(grads < 0 && side < 0 && zero < 0 && cols < 0);
+        assert_true((unsigned long long)p->launches[whole].grid[0] * 256 >= 16ull * 1024 * 1024 / 4);
+        return;
+    }
+    assert_int_equal(whole, -1);
     if (wc >= 0 && grads < 0 && side < 0) { /* att_wc */
         assert_true(strstr(p->tiles, "att_wc=1") && strstr(p->tiles, "gs_direct=1") && s->batch == 1);
         assert_true(early || s->seq_len == 1024);
@@ -950,19 +962,20 @@ static void gs_half_plans(void **state) {
             assert_string_equal(pass->args[12], "f32:dropout_p");
             const char *gan = pass->args[10], *gsinv = pass->args[11];
             if (maker->n_args != 6) assert_string_equal(last_arg(maker), gan);
-            assert_string_equal(last_arg(gq), gsinv);
+            assert_string_equal(gq->args[4], gsinv); /* then gq_red's target: none here */
+            assert_string_equal(last_arg(gq), "i64:0");
             assert_string_equal(last_arg(bias), gsinv);
             if (half) {
                 assert_int_equal(strncmp(gan, "ws:", 3), 0);
                 assert_int_equal(strncmp(gsinv, "ws:", 3), 0);
                 assert_string_not_equal(gan, gsinv);
                 assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 1;"));
-                assert_non_null(strstr(p.source, ", true, unsigned short>(")); /* ..., TC, fp16 B */
+                assert_non_null(strstr(p.source, ", true, unsigned short, RED_LD>(")); /* ..., TC, fp16 B */
             } else {
                 assert_string_equal(gan, "i64:0");
                 assert_string_equal(gsinv, "i64:0");
                 assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 0;"));
-                assert_null(strstr(p.source, "unsigned short>("));
+                assert_null(strstr(p.source, "unsigned short, RED_LD>("));
             }
             ws[mode] = p.workspace_bytes;
             kernel_plan_free(&p);
@@ -1017,7 +1030,7 @@ static void gq_tma_plans(void **state) {
             assert_non_null(gq);
             if (v == 2) {
                 assert_null(strstr(p.source, "namespace gq {"));
-                assert_int_equal(gq->n_args, 5); /* the batched product's */
+                assert_int_equal(gq->n_args, 6); /* the batched product's */
                 kernel_plan_free(&p);
                 continue;
             }
@@ -1525,6 +1538,68 @@ static void att_wc_plans(void **state) {
     gen_close(g);
 }
 
+/* gq_red=1: gQ's batched wgmma product adds each gS tile into
+ * grad_edit_region_bias (its last argument; RED_LD 1024, its blocks head by
+ * head: z1 = blockIdx.z % B), which a side lane zeroes whole before gQ
+ * starts; the pass makes the within/cross sums (WC 1, within_cross) and no
+ * bias_grads launch reads gS back; that output is listed as unordered.
+ * Where gQ is not that product (gq_tma=1, gs_half=1) or gS is the output
+ * itself (gs_direct at B = 1), the plan is the one without it. */
+static void gq_red_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{2, 352}, {32, 773}, {4, 17}, {3, 1000}, {1, 373}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1];
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+        kernel_plan p, q;
+        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_red=1", &p), ATTNBWD_OK);
+        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_red=0", &q), ATTNBWD_OK);
+        check_lanes(&p);
+        check_bias_rows(&p, &s);
+        if (B == 1) { /* gs_direct: gS is the output already */
+            assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
+            assert_int_equal(p.unordered_outputs, 0);
+        } else {
+            const plan_launch *gq = launch_named(&p, "_grad_query"), *gq0 = launch_named(&q, "_grad_query");
+            assert_string_equal(last_arg(gq), "out:grad_edit_region_bias");
+            assert_string_equal(last_arg(gq0), "i64:0");
+            assert_non_null(strstr(p.source, "constexpr long long RED_LD = 1024;"));
+            assert_non_null(strstr(q.source, "constexpr long long RED_LD = 0;"));
+            char want[96];
+            snprintf(want, sizeof want, "RED_LD > 0 ? blockIdx.z %% %lld : blockIdx.z / 16", (long long)B);
+            assert_non_null(strstr(p.source, want));
+            assert_non_null(strstr(p.source, "constexpr bool WC = 1;"));
+            assert_non_null(strstr(q.source, "constexpr bool WC = 0;"));
+            assert_non_null(launch_named(&p, "_within_cross"));
+            assert_null(launch_named(&p, "_bias_grads"));
+            assert_non_null(launch_named(&q, "_bias_grads"));
+            assert_int_equal(p.unordered_outputs, 1u << 5);
+            assert_int_equal(q.unordered_outputs, 0);
+            /* gQ starts after the output is zeroed (check_lanes: after its launch, by an event) */
+            uint64_t before[64];
+            happens_before(&p, before);
+            int zero = -1, at = (int)(gq - p.launches);
+            for (int l = 0; l < p.n_launches; ++l)
+                if (ends_with(p.launches[l].name, "_zero") && !strcmp(p.launches[l].args[0], "out:grad_edit_region_bias"))
+                    zero = l;
+            assert_true(zero >= 0 && (before[at] >> zero & 1));
+        }
+        kernel_plan_free(&p);
+        kernel_plan_free(&q);
+        const char *off[] = {"gq_red=1 gq_tma=1", "gq_red=1 gs_half=1"};
+        for (int v = 0; v < 2; ++v) {
+            assert_int_equal(gen_plan(g, &s, "sm_90", off[v], &p), ATTNBWD_OK);
+            assert_int_equal(gen_plan(g, &s, "sm_90", off[v] + 9, &q), ATTNBWD_OK);
+            assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
+            assert_int_equal(p.unordered_outputs, 0);
+            kernel_plan_free(&p);
+            kernel_plan_free(&q);
+        }
+    }
+    gen_close(g);
+}
+
 /* gs_direct=1 at B = 1: the pass writes gS into grad_edit_region_bias (rows
  * 1024 floats apart, heads 1024 rows apart), gQ reads it there with those
  * strides, the bias sums read it in place (no gs argument), and the
@@ -1723,6 +1798,7 @@ int main(void) {
         cmocka_unit_test(ga_tiles_plans),
         cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(att_wc_plans),
+        cmocka_unit_test(gq_red_plans),
         cmocka_unit_test(edit_attention_fits_smaller_devices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
