@@ -39,12 +39,16 @@
 // float reduction as it lands (add_tile_sw128: gS into grad_edit_region_bias).
 namespace tc {
 
+// The descriptors, fences and wgmma instructions up to copy_tile_sw128 have
+// no CPU form: tests/emu/cuda_on_cpu.h (TC_EMU) has its own.
+#ifndef TC_EMU
 // Shared-memory descriptor of a K-major tile in the 128-byte swizzle: start
 // address, leading offset unused (1), 1024 bytes between groups of 8 rows.
 __device__ __forceinline__ unsigned long long wg_desc(const float *tile) {
     const unsigned addr = (unsigned)__cvta_generic_to_shared(tile);
     return (unsigned long long)((addr >> 4) & 0x3FFF) | (1ull << 16) | (64ull << 32) | (1ull << 62);
 }
+#endif
 
 // The descriptor of the tile `floats` (a multiple of 4) past the one of d:
 // the start address is bits 0-13 in 16-byte units, and shared memory ends
@@ -53,6 +57,8 @@ __device__ __forceinline__ unsigned long long wg_desc(const float *tile) {
 __device__ __forceinline__ unsigned long long wg_desc_at(unsigned long long d, int floats) {
     return d + (unsigned long long)(floats / 4);
 }
+
+#ifndef TC_EMU
 
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
@@ -151,6 +157,7 @@ __device__ __forceinline__ void wgmma_n64_tf32(float (&d)[32], const unsigned (&
                  : TC_WG_ACC32(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
+#endif
 
 // ROWS x 32 floats of a row-major matrix (from row r0, column k0) into a
 // 128-byte-swizzled tile, 16 bytes per cp.async among NT threads. A thread

@@ -139,6 +139,9 @@ template <int FM, int FN> __device__ __forceinline__ void zero(float (&acc)[FM][
             for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
 }
 
+// The cp.async copies and the reductions into global memory below are
+// instructions with no CPU form: tests/emu/cuda_on_cpu.h (TC_EMU) has its own.
+#ifndef TC_EMU
 // 16 bytes global -> shared without passing through registers, of which the
 // first `bytes` (0, 4, 8, 12 or 16) are read and the rest filled with zeros;
 // with 0 the address is never read.
@@ -157,6 +160,7 @@ __device__ __forceinline__ void cp_async16(void *smem, const void *gmem, bool va
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+#endif
 
 // A ROWS x COLS tile of a row-major matrix (leading dimension ld) from row r0,
 // column c0 into shared memory (row stride lds), 16 bytes per copy among NT
@@ -184,6 +188,7 @@ __device__ __forceinline__ void copy_tile(float *dst, int lds, const float *src,
     }
 }
 
+#ifndef TC_EMU
 // Two adjacent floats added into global memory in one reduction (sm_90).
 __device__ __forceinline__ void red_add2(float *p, float x, float y) {
     asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(p), "f"(x), "f"(y) : "memory");
@@ -196,6 +201,7 @@ __device__ __forceinline__ void red_add4(float *p, float4 v) {
 __device__ __forceinline__ void red_add(float *p, float x) {
     asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(x) : "memory");
 }
+#endif
 
 // D[b, h, i] = gA[b, i, h] . attention_output[b, i, h], the row dots of the
 // attention pass, from warp w = (b * T + i) * 16 + h whose lanes hold two of

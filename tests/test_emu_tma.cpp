@@ -15,6 +15,7 @@
 
 #include <cmath>
 
+#include "tc_common.cu"
 #include "gemm_tma.cu"
 #include "bias_rows.cu"
 

@@ -1,12 +1,16 @@
-// CUDA on the CPU, as far as the TMA-fed wgmma templates need it
-// (templates/gemm_tma.cu, grad_query_tma.cu): one std::thread per CUDA
+// CUDA on the CPU, as far as the wgmma templates need it
+// (templates/gemm_tma.cu, grad_query_tma.cu, gemm_wg.cu's products; with
+// templates/tc_common.cu, which the tests include after this file, TC_EMU
+// leaving out its instructions that have no CPU form): one std::thread per CUDA
 // thread, blocks one after another, or a cluster's together (each block its
 // own shared memory; the cluster's barrier; loads from another block's shared
 // memory); mbarriers
 // with phases, parity waits and transaction bytes; 2-D TMA boxes copied at
 // once (zeros past the tensor, the 128-byte swizzle on shared-memory
-// offsets); wgmma m64nNk8 TF32 with both operands K-major in
-// that swizzle, read through its descriptor, each thread computing its own
+// offsets); cp.async as a copy done at once (zeros past the bytes asked
+// for); wgmma m64nNk8 TF32 with both operands K-major in
+// that swizzle, read through its descriptor, or A from the warps' registers
+// (mma.sync's A fragments, gathered from the warp), each thread computing its own
 // accumulator fragment and reading operands as the tensor cores do (the low
 // 13 bits dropped). wgmma's fence, commit and wait are .sync.aligned: a
 // warp's lanes meet there; named barriers (bar.sync), the ballot and the
@@ -14,6 +18,7 @@
 // aborts. The model is checked against
 // templates/gemm_tma.cu, whose kernels pass on the H200 (tests/test_emu_tma.cpp).
 #pragma once
+#define TC_EMU 1
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -113,10 +118,11 @@ inline void __syncthreads() {
     emu::meet_at(emu::this_block->sync, blockDim.x, l);
 }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+// A shared-memory address: its offset in the block's shared memory.
+inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)((const unsigned char *)p - emu::this_block->smem); }
 
 namespace tc {
 struct tma_map { const float *base; long long rows, cols, ld; int box_rows, box_cols, swizzle; };
-inline unsigned to_tf32(float x) { return __float_as_uint(x) + 0x1000u; }
 inline unsigned smem_u32(const void *p) { return (unsigned)((const unsigned char *)p - emu::this_block->smem); }
 inline float *smem_1k() { return reinterpret_cast<float *>(emu::this_block->smem); }
 inline void cluster_sync() {
@@ -136,10 +142,6 @@ inline float4 ld_dsmem_f4(const float *local, unsigned rank) {
     memcpy(&v, c.blocks[rank]->smem + smem_u32(local), 16);
     return v;
 }
-inline void pdl_enter() {}
-// fp16 gS (gs_half) is not emulated: named by templates/bias_rows.cu's fp16 branch, never called.
-float from_f16(unsigned short x);
-float4 f16x4_to_float4(uint2 h, float s);
 // red.global.add: one thread's add at a time (the emulation's threads share memory).
 inline void red_add(float *p, float x) {
     std::lock_guard<std::mutex> l(emu::mu);
@@ -149,6 +151,23 @@ inline void red_add2(float *p, float x, float y) {
     std::lock_guard<std::mutex> l(emu::mu);
     p[0] += x, p[1] += y;
 }
+inline void red_add4(float *p, float4 v) {
+    std::lock_guard<std::mutex> l(emu::mu);
+    p[0] += v.x, p[1] += v.y, p[2] += v.z, p[3] += v.w;
+}
+// cp.async: the copy done at once, the first `bytes` of 16 (or 8) read and the rest zeros;
+// commit and wait have nothing left to do.
+inline void cp_async16_bytes(void *smem, const void *gmem, int bytes) {
+    memset(smem, 0, 16);
+    if (bytes > 0) memcpy(smem, gmem, (size_t)bytes);
+}
+inline void cp_async8(void *smem, const void *gmem, bool valid) {
+    memset(smem, 0, 8);
+    if (valid) memcpy(smem, gmem, 8);
+}
+inline void cp_async16(void *smem, const void *gmem, bool valid) { cp_async16_bytes(smem, gmem, valid ? 16 : 0); }
+inline void cp_async_commit() {}
+template <int N> inline void cp_async_wait() {}
 inline void mbar_init(unsigned long long *b, unsigned count) {
     std::lock_guard<std::mutex> l(emu::mu);
     auto &x = emu::bars[b];
@@ -297,17 +316,43 @@ inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
 inline int __shfl_sync(unsigned mask, int v, int src_lane) {
     return (int)emu_warp_values(mask, (unsigned)v)[(unsigned)src_lane % 32];
 }
+
+namespace tc {
+// m64nNk8 with A from registers: warp q's rows 16q..16q+15 of A as mma.sync
+// m16n8k8's A fragment (a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4),
+// TF32 bits), gathered from the warp's lanes; B K-major through its descriptor.
+template <int N> inline void wgmma_rs(float *d, const unsigned (&a)[4], unsigned long long b) {
+    if ((b >> 16 & 0x3FFF) != 1 || (b >> 32 & 0x3FFF) != 64 || (b >> 62) != 1) { fprintf(stderr, "bad desc\n"); abort(); }
+    std::vector<unsigned> f[4];
+    for (int r = 0; r < 4; ++r) f[r] = emu_warp_values(0xffffffffu, a[r]);
+    const unsigned sb = (unsigned)(b & 0x3FFF) << 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int j = 0; j < N / 8; ++j)
+        for (int e = 0; e < 2; ++e)
+            for (int x = 0; x < 2; ++x) {
+                const unsigned m = g + 8 * e, n = 8 * j + 2 * t + x;
+                float s = 0.f;
+                for (unsigned kk = 0; kk < 8; ++kk)
+                    s += tf32_in(__uint_as_float(f[m / 8 + 2 * (kk / 4)][(m % 8) * 4 + kk % 4])) *
+                         tf32_in(smem_at(swz(sb + n * 128 + kk * 4)));
+                d[4 * j + 2 * e + x] += s;
+            }
+}
+inline void wgmma_n64_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<64>(d, a, b); }
+inline void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<128>(d, a, b); }
+} // namespace tc
 // atomicAdd on global memory (the emulation's threads share it), and the
 // loads the templates' side work makes (templates/bias_rows.cu).
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
 inline float4 __ldcs(const float4 *p) { return *p; }
 inline float __ldcs(const float *p) { return *p; }
 
-// Runs f (a kernel call) on grid blocks of block threads, a cluster of
-// `cluster` consecutive blocks at a time (all of its threads together).
-template <class F> void emu_launch(unsigned grid, unsigned block, F f, unsigned cluster = 1) {
+// Runs f (a kernel call) on the blocks of grid (x fastest, then y, then z)
+// of block threads, a cluster of `cluster` consecutive blocks at a time (all
+// of its threads together).
+template <class F> void emu_launch(dim3e grid3, unsigned block, F f, unsigned cluster = 1) {
+    const unsigned grid = grid3.x * grid3.y * grid3.z;
     if (grid % cluster) { fprintf(stderr, "a grid of %u blocks in clusters of %u\n", grid, cluster); abort(); }
-    gridDim = {grid, 1, 1};
+    gridDim = grid3;
     blockDim = {block, 1, 1};
     for (unsigned c0 = 0; c0 < grid; c0 += cluster) {
         emu::bars.clear();
@@ -326,7 +371,8 @@ template <class F> void emu_launch(unsigned grid, unsigned block, F f, unsigned 
         for (unsigned r = 0; r < cluster; ++r)
             for (unsigned tx = 0; tx < block; ++tx)
                 th.emplace_back([=, &cs] {
-                    blockIdx = {c0 + r, 0, 0};
+                    const unsigned n = c0 + r;
+                    blockIdx = {n % grid3.x, n / grid3.x % grid3.y, n / (grid3.x * grid3.y)};
                     threadIdx = {tx, 0, 0};
                     emu::this_block = cs.blocks[r].get();
                     emu::this_cluster = &cs;
@@ -338,4 +384,7 @@ template <class F> void emu_launch(unsigned grid, unsigned block, F f, unsigned 
                 });
         for (auto &x : th) x.join();
     }
+}
+template <class F> void emu_launch(unsigned grid, unsigned block, F f, unsigned cluster = 1) {
+    emu_launch(dim3e{grid, 1, 1}, block, f, cluster);
 }
