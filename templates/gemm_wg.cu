@@ -227,7 +227,8 @@ __device__ __forceinline__ void add_tile_sw128(float *tile, float *__restrict__ 
     for (int p = 0; p < PASSES; ++p) {
         float4 *q = reinterpret_cast<float4 *>(&tile[(rt + p * RS) * 32 + col]);
         float4 v = *q;
-        if constexpr (ROUND) *reinterpret_cast<uint4 *>(q) = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+        if constexpr (ROUND)
+            *reinterpret_cast<uint4 *>(q) = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
         if (kleft == 0 || p * RS >= rows) continue;
         if (kleft < 4) { // the row's last chunk: gS's padding past T is not the sum's
             if (kleft < 2) v.y = 0.f;

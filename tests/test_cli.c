@@ -459,6 +459,68 @@ static void test_lua_script(void **state)
     free(dir);
 }
 
+/* bench/ab_entries.lua: from two A/B runs (the entry first and last, two
+ * variants between), a variant becomes an entry only where it beats both of
+ * the entry's times and their mean by more than 1.5% in both runs, laid over
+ * the shipped H200 entry, in a table for GPU_NAME. */
+static void test_ab_entries(void **state)
+{
+    (void)state;
+    const char *src = getenv("ATTNBWD_SOURCE_DIR");
+    if (!src)
+        skip();
+    char *dir = make_temp_dir();
+    char r1[600], r2[600], out[600], script[600];
+    snprintf(r1, sizeof r1, "%s/run1.txt", dir);
+    snprintf(r2, sizeof r2, "%s/run2.txt", dir);
+    snprintf(out, sizeof out, "%s/tuning.lua", dir);
+    snprintf(script, sizeof script, "%s/bench/ab_entries.lua", src);
+    /* #1: gq_red -2.0% and -1.7%; #2: -4.4% in one run only; #3: tr_vec -3.2% and -2.6%, gq_red -1.1%;
+     * #4: -3.8% against the mean but not below the entry's first time */
+    const char *lines[2] = {"#1  B=64  T=128       734.0      720.0      735.0      736.0\n"
+                            "#2  B=1   T=373        94.4       95.0       94.0       94.6\n"
+                            "#3  B=32  T=293      1000.0      990.0      970.0     1004.0\n"
+                            "#4  B=4   T=640       100.0      101.0      101.0      110.0\n"
+                            "geomean                  1.0        1.0        1.0        1.0\n",
+                            "#1  B=64  T=128       733.0      721.0      730.0      734.0\n"
+                            "#2  B=1   T=373        94.2       90.0       94.0       94.1\n"
+                            "#3  B=32  T=293      1002.0      991.0      975.0     1001.0\n"
+                            "#4  B=4   T=640       100.0      101.0      101.0      110.0\n"};
+    const char *paths[2] = {r1, r2};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = fopen(paths[i], "w");
+        assert_non_null(f);
+        fputs(lines[i], f);
+        fclose(f);
+    }
+    setenv("GPU_NAME", "NVIDIA H200", 1);
+    const char *args[] = {"lua", "--arch", "sm_90", "--no-cache", script, r1, r2, out, "+gq_red=1", "+tr_vec=0", NULL};
+    run_result r = run_cli(args);
+    unsetenv("GPU_NAME");
+    if (r.rc != 0)
+        dump("ab_entries.lua", &r);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "2 new entries for NVIDIA H200");
+    free_result(&r);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char table[4096];
+    size_t n = fread(table, 1, sizeof table - 1, f);
+    fclose(f);
+    table[n] = '\0';
+    assert_contains(table, "gpu = \"NVIDIA H200\"");
+    const char *big = strstr(table, "B=64 H=16 T=128"), *odd = strstr(table, "B=32 H=16 T=293");
+    assert_non_null(big);
+    assert_non_null(odd);
+    assert_non_null(strstr(big, " gq_red=1\",")); /* the entry's tiles, then the variant's */
+    assert_true(strstr(big, "tr_vec") == NULL || strstr(big, "tr_vec") > strchr(big, '\n'));
+    assert_true(strstr(odd, "tr_vec=0\",") != NULL && strstr(odd, "tr_vec=0\",") < strchr(odd, '\n'));
+    assert_null(strstr(table, "T=373"));
+    assert_null(strstr(table, "T=640"));
+    remove_tree(dir);
+    free(dir);
+}
+
 static void test_cache_clear(void **state)
 {
     (void)state;
@@ -570,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_check_without_gpu),
         cmocka_unit_test(test_prewarm_disk_cache),
         cmocka_unit_test(test_lua_script),
+        cmocka_unit_test(test_ab_entries),
         cmocka_unit_test(test_cache_clear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,7 +87,8 @@ bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, in
 
 int main() {
     int failed = 0;
-#define WG_CASE(kernel, B, H, T, BN, RAW, RED_LD, LDB) failed += !wg_case(#kernel, kernel, B, H, T, BN, RAW, RED_LD, LDB);
+#define WG_CASE(kernel, B, H, T, BN, RAW, RED_LD, LDB)                                                               \
+    failed += !wg_case(#kernel, kernel, B, H, T, BN, RAW, RED_LD, LDB);
 #include "emu_wg_cases.inc"
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

@@ -1580,9 +1580,10 @@ static void gq_red_plans(void **state) {
             uint64_t before[64];
             happens_before(&p, before);
             int zero = -1, at = (int)(gq - p.launches);
-            for (int l = 0; l < p.n_launches; ++l)
-                if (ends_with(p.launches[l].name, "_zero") && !strcmp(p.launches[l].args[0], "out:grad_edit_region_bias"))
-                    zero = l;
+            for (int l = 0; l < p.n_launches; ++l) {
+                const plan_launch *x = &p.launches[l];
+                if (ends_with(x->name, "_zero") && !strcmp(x->args[0], "out:grad_edit_region_bias")) zero = l;
+            }
             assert_true(zero >= 0 && (before[at] >> zero & 1));
         }
         kernel_plan_free(&p);

@@ -119,7 +119,9 @@ inline void __syncthreads() {
 }
 inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
 // A shared-memory address: its offset in the block's shared memory.
-inline size_t __cvta_generic_to_shared(const void *p) { return (size_t)((const unsigned char *)p - emu::this_block->smem); }
+inline size_t __cvta_generic_to_shared(const void *p) {
+    return (size_t)((const unsigned char *)p - emu::this_block->smem);
+}
 
 namespace tc {
 struct tma_map { const float *base; long long rows, cols, ld; int box_rows, box_cols, swizzle; };
@@ -322,7 +324,10 @@ namespace tc {
 // m16n8k8's A fragment (a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4),
 // TF32 bits), gathered from the warp's lanes; B K-major through its descriptor.
 template <int N> inline void wgmma_rs(float *d, const unsigned (&a)[4], unsigned long long b) {
-    if ((b >> 16 & 0x3FFF) != 1 || (b >> 32 & 0x3FFF) != 64 || (b >> 62) != 1) { fprintf(stderr, "bad desc\n"); abort(); }
+    if ((b >> 16 & 0x3FFF) != 1 || (b >> 32 & 0x3FFF) != 64 || (b >> 62) != 1) {
+        fprintf(stderr, "bad desc\n");
+        abort();
+    }
     std::vector<unsigned> f[4];
     for (int r = 0; r < 4; ++r) f[r] = emu_warp_values(0xffffffffu, a[r]);
     const unsigned sb = (unsigned)(b & 0x3FFF) << 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;

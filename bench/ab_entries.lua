@@ -1,0 +1,71 @@
+-- The tuning entries that two A/B runs of bench/ab.lua support:
+--   attnbwd lua bench/ab_entries.lua RUN1 RUN2 OUT VARIANT...
+-- Each run (`ab.lua time SUITE "+ga_bm=0" VARIANT... "+ga_bm=0"`, its printed
+-- lines in RUN1, RUN2) timed each workload's shipped entry first and last and
+-- the VARIANTs ("+key=value ...", in that order) between. A variant becomes
+-- the workload's entry where, in both runs, it is faster than both of the
+-- entry's times and more than 1.5% faster than their mean (the rule since
+-- the thirteenth session, docs/benchmarks.md); of several, the one fastest in
+-- the two runs' mean. OUT: those entries as a tuning table for this GPU
+-- (GPU_NAME, else the device's name), for <cache folder>/tuning.lua, where
+-- they win over the shipped tables' (lua/plan.lua). Prints one line a
+-- workload and the count of new entries.
+local attnbwd = require "attnbwd"
+local run1, run2, out = arg[1], arg[2], arg[3]
+local variants = { table.unpack(arg, 4) }
+if not out or #variants == 0 then
+  io.stderr:write("usage: attnbwd lua bench/ab_entries.lua RUN1 RUN2 OUT \"+key=value ...\"...\n")
+  os.exit(2)
+end
+
+-- "#idx B=.. T=..  us us ..." -> times[idx] = { us, ... } (entry, variants, entry)
+local function read(path)
+  local times = {}
+  for line in io.lines(path) do
+    local idx, rest = line:match("^#(%d+)%s+B=%d+%s+T=%d+(.*)$")
+    if idx then
+      local row = {}
+      for x in rest:gmatch("[%d.]+") do row[#row + 1] = tonumber(x) end
+      if #row == #variants + 2 then times[tonumber(idx)] = row end
+    end
+  end
+  return times
+end
+
+local r1, r2 = read(run1), read(run2)
+local gpu = os.getenv("GPU_NAME") or attnbwd.info().device
+local shipped = require("tuning_h200").entries -- what ab.lua's "+..." lays the variants over
+local entries, added, lines = {}, 0, {}
+for idx, case in ipairs(attnbwd.suite("sol072_workload")) do
+  local a, b = r1[idx], r2[idx]
+  if a and b then
+    local best, best_us, gains = nil, math.huge, {}
+    for v = 1, #variants do
+      local ga = a[v + 1] / ((a[1] + a[#a]) / 2) - 1
+      local gb = b[v + 1] / ((b[1] + b[#b]) / 2) - 1
+      gains[#gains + 1] = string.format("%+5.1f/%+5.1f", 100 * ga, 100 * gb)
+      local wins = ga < -0.015 and gb < -0.015 and a[v + 1] < math.min(a[1], a[#a]) and
+                   b[v + 1] < math.min(b[1], b[#b])
+      local us = (a[v + 1] + b[v + 1]) / 2
+      if wins and us < best_us then best, best_us = v, us end
+    end
+    local key = attnbwd.tuning_key(case)
+    if best then
+      entries[key] = ((shipped[key] or "") .. " " .. variants[best]:gsub("^%+", "")):match("^%s*(.-)%s*$")
+      added = added + 1
+    end
+    lines[#lines + 1] = string.format("#%-2d B=%-3d T=%-5d %s%s", idx, case.batch, case.seq_len,
+                                      table.concat(gains, " "), best and ("  -> " .. entries[key]) or "")
+  end
+end
+print("variants (% against the entry's mean, run 1/run 2): " .. table.concat(variants, ", "))
+for _, l in ipairs(lines) do print(l) end
+local f = assert(io.open(out, "w"))
+f:write(string.format("-- bench/ab_entries.lua from %s and %s\nreturn { gpu = %q, entries = {\n", run1, run2, gpu))
+local keys = {}
+for k in pairs(entries) do keys[#keys + 1] = k end
+table.sort(keys)
+for _, k in ipairs(keys) do f:write(string.format("  [%q] = %q,\n", k, entries[k])) end
+f:write("} }\n")
+f:close()
+print(string.format("%d new entries for %s in %s", added, gpu, out))
