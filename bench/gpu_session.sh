@@ -41,21 +41,22 @@ case "${1:-check}" in
     ;;
   pending)
     # What is still to be measured (2026-12-05, end of the thirty-first session, which had no GPU):
-    # 1. gq_red=1 (built without a GPU, right on the CPU: tests/test_emu_wg): its GPU cases, then gQ alone
+    # 1. gq_red=1 and 2 (built without a GPU, gQ right on the CPU: tests/test_emu_wg): their GPU cases, gQ alone
     #    against the default (the reductions' cost).
     # 2. One whole-call A/B of the 16, twice, the entry first and last: gq_red=1 (expected -2 to -5% at
     #    B=32,T=773 and B=16,T=691, -1 to -3% on the other large calls, level +-2% at B <= 4, no change at
-    #    B = 1), with gs_round=1 too, and the transposes with 4-byte accesses (tr_vec=0: expected -1.5 to -4%
-    #    on some of the seven small calls).
+    #    B = 1), gq_red=2 (batch row 0 stored by the pass: expected level with 1 on the large calls, 1-3% faster
+    #    at B = 2 and 4), with gs_round=1 too, and the transposes with 4-byte accesses (tr_vec=0: expected
+    #    -1.5 to -4% on some of the seven small calls).
     # 3. bench/ab_entries.lua: the entries the two runs support, as $ATTNBWD_CACHE_DIR/tuning.lua (and in
     #    $OUT), which bench.py's calls then use (`bench` mode, a call of its own).
-    # About 6 minutes on an H200.
+    # About 4 minutes on an H200 (the CPU reference of the GPU cases is most of it).
     ATTNBWD_TEST_PRECISION=tf32 ATTNBWD_TEST_MATCH=gq_red timeout 240 build/tests/test_gpu_edit 2>&1 |
       tee "$OUT/gq_red_cases.txt"
     echo "test_gpu_edit exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gq_red_cases.txt"
     AB_SHAPES=15,16,7,3,4,6,10 AB_REPS=2 build/attnbwd -q lua bench/ab.lua time:grad_query sol072_workload \
-      "+ga_bm=0" "+gq_red=1" 2>&1 | tee "$OUT/gq_red_alone.txt"
-    variants=("+gq_red=1" "+gq_red=1 gs_round=1" "+tr_vec=0")
+      "+ga_bm=0" "+gq_red=1" "+gq_red=2" 2>&1 | tee "$OUT/gq_red_alone.txt"
+    variants=("+gq_red=1" "+gq_red=2" "+gq_red=2 gs_round=1" "+tr_vec=0")
     for r in 1 2; do
       AB_REPS=3 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "${variants[@]}" "+ga_bm=0" 2>&1 |
         tee "$OUT/ab_$r.txt"

@@ -197,8 +197,10 @@ function M.heuristic(shape, arch)
   -- adds each gS tile it reads into grad_edit_region_bias by float
   -- reductions (its blocks head by head, so that the rows it adds into stay
   -- in L2), the within/cross sums by the pass: no bias_grads launch reading
-  -- gS back (1.22 GB at B=32,T=773). Built 2026-12-05 (thirty-first
-  -- session, no GPU lent): off until measured; its last bits vary by run.
+  -- gS back (1.22 GB at B=32,T=773); gq_red=2: gQ adds batch rows 1.. over
+  -- row 0's gS, which the pass stores into the output, so that gQ waits on
+  -- no zeroing. Built 2026-12-05 (thirty-first session, no GPU lent): off
+  -- until measured; the output's last bits vary from run to run.
   t.gq_red = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
@@ -275,9 +277,11 @@ local CHOICES = {
                         .. "attention pass on wgmma, with no bias_grads launch" },
   { "ga_dsm", { 0, 1 }, "gA's K slices on mma.sync added by a reduce launch, or across the cluster of their tile's "
                        .. "blocks with the row dots (sm_90)" },
-  { "gq_red", { 0, 1 }, "the edit-bias sums over the batch by a launch reading gS back, or by gQ's batched wgmma "
-                       .. "product adding each gS tile it reads into grad_edit_region_bias by float reductions "
-                       .. "(fp32 gS in the workspace), the within/cross sums by the attention pass on wgmma" },
+  { "gq_red", { 0, 1, 2 }, "the edit-bias sums over the batch by a launch reading gS back, or by gQ's batched "
+                          .. "wgmma product adding each gS tile it reads into grad_edit_region_bias by float "
+                          .. "reductions (fp32 gS in the workspace), the within/cross sums by the attention pass "
+                          .. "on wgmma: into the output zeroed first (1), or (2) over batch row 0's gS, which the "
+                          .. "pass stores there" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },

@@ -267,7 +267,11 @@ local function plan_fused(shape, t, arch)
   -- in L2; the wgmma pass makes the within/cross sums (as att_wc does at
   -- B = 1): no bias_grads launch reads gS back. That output's last bits then
   -- vary from run to run. gS fp32 in the workspace (not gs_direct's B = 1).
-  local gq_red = t.gq_red == 1 and gq_wg and not gq_tma and not gs_half and not gs_direct and att_on_wg(t)
+  -- gq_red=2 (red_out0 below): the pass stores batch row 0's gS into the
+  -- output instead, gQ adds rows 1.., and only the rows and columns the pass
+  -- does not write are zeroed, beside: gQ waits on no zeroing (and stays a
+  -- programmatic launch after the pass).
+  local gq_red = t.gq_red >= 1 and gq_wg and not gq_tma and not gs_half and not gs_direct and att_on_wg(t)
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
@@ -313,6 +317,7 @@ local function plan_fused(shape, t, arch)
   -- not added by atomics; gS fp32 in the workspace; rows past T written by
   -- bias_zero_rows (or none: T = 1024).
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
+  local red_out0 = gq_red and t.gq_red == 2 and (zero_early or T == POS)
   -- att_wc (B = 1, gS in place, rows past T zeroed early or none), or
   -- gq_red: the wgmma pass sums gS * m_i*m_j and gS * (m_i != m_j) per key
   -- block into wcpart, which within_cross adds; the columns past its last key
@@ -593,13 +598,13 @@ local function plan_fused(shape, t, arch)
   if gh_bias then -- its queue of items, for grad_hidden (which waits for bias_zero)
     p.kernel("zero", { 1, 1, 1 }, { wsp("biasq"), "i64:1", "i32:4", "i64:4" })
   end
-  if gq_red then -- all of grad_edit_region_bias, which gQ adds into
+  if gq_red and not red_out0 then -- all of grad_edit_region_bias, which gQ adds into
     p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
              { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
   elseif zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
-  if pass_wc and not gq_red and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
+  if pass_wc and (red_out0 or not gq_red) and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
     p.kernel("bias_zero_cols", { ceil_div(T * (POS - 64 * NJ) // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
   if zero_early or gh_bias or gq_red then p.signal("bias_zero") end
@@ -628,7 +633,7 @@ local function plan_fused(shape, t, arch)
     p.kernel("attention_wg", grid,
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p",
-             "in:edit_region_mask", wsp("wcpart") }, nil,
+             "in:edit_region_mask", wsp("wcpart"), red_out0 and "out:grad_edit_region_bias" or "i64:0" }, nil,
            attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb))
   else
     p.kernel("attention", { NJ, B * H, 1 },
@@ -682,11 +687,11 @@ local function plan_fused(shape, t, arch)
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D,
         SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D,
         B_T = gs_half and "unsigned short" or "float", NKB = NJ,
-        B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = B,
+        B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = B, RED_FROM = red_out0 and 1 or 0,
       })
       -- gs_half: the inverse scales of the K blocks follow the stages.
       local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
-      if gq_red then p.wait("bias_zero") end -- the output it adds into is zeroed
+      if gq_red and not red_out0 then p.wait("bias_zero") end -- the output it adds into is zeroed
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H },
                { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "i64:0" },
                { w.bm // 64 * 128, 1, 1 }, smem)
@@ -753,7 +758,7 @@ local function plan_fused(shape, t, arch)
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
                      P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
-                     GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0 }
+                     GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0, OUT0 = red_out0 and 1 or 0 }
     p.render("attention_wg.cu", values)
     if t.att_kb ~= 2 then p.render("attention_wg_rows.cu", values) end
     if t.att_kb ~= 1 then p.render("attention_wg_keys.cu", values) end

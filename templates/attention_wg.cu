@@ -45,7 +45,7 @@ constexpr i64 kB = {{B}}, kT = {{T}}, GS_LD = {{GS_LD}};
 // gs's rows per (b, h): T, or 1024 where gs is grad_edit_region_bias itself
 // (tile gs_direct=1, B = 1: gS is that gradient there).
 constexpr i64 GS_ROWS = {{GS_ROWS}};
-constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072;
+constexpr int kHeads = 16, kD = 64, kHid = 1024, kQkv = 3072, kPos = 1024;
 constexpr int BJ = 64, P_STAGES = {{P_STAGES}};
 constexpr bool P_TMA = {{P_TMA}};
 // gS's element in gs: fp32, or (GS_HALF, tile gs_half=1) fp16 bits times a
@@ -61,6 +61,12 @@ constexpr bool GS_ROUND = {{GS_ROUND}};
 // key block, which within_cross adds in order: no bias_grads launch reading
 // gS back for them.
 constexpr bool WC = {{WC}};
+// OUT0 (tile gq_red=2, fp32 gS in the workspace): batch row 0's gS also
+// stored into grad_edit_region_bias (out0, [16, 1024, 1024], as gs_direct
+// stores it at B = 1), which gQ then adds rows 1.. into: no zeroing of it
+// for gQ to wait on.
+constexpr bool OUT0 = {{OUT0}};
+static_assert(!OUT0 || !GS_HALF, "batch row 0's gS into the output as fp32");
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
@@ -266,6 +272,8 @@ __device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)
 // lies inside, and the stores go unguarded; else rows past T and columns
 // past GS_LD (col_ok, per hh) are left out. GS_HALF: times f (gs_exponent)
 // in fp16, the two rows (e = 0, 1) of a key converted by one instruction.
+// LD: gs's row length, or (OUT0) the output's.
+template <i64 LD = GS_LD>
 __device__ __forceinline__ void store_gs(gs_t *gsp, const float (&s)[4][4], bool whole, int row0, int t,
                                          const bool (&col_ok)[2], float f) {
 #pragma unroll
@@ -285,7 +293,7 @@ __device__ __forceinline__ void store_gs(gs_t *gsp, const float (&s)[4][4], bool
 #pragma unroll
             for (int e = 0; e < 2; ++e)
                 if (whole || (row0 + perm(2 * t) + perm(8 * n + e) < kT && col_ok[hh]))
-                    gsp[perm(8 * n + e) * GS_LD + 8 * hh] = v[e];
+                    gsp[perm(8 * n + e) * LD + 8 * hh] = v[e];
         }
 }
 
@@ -429,7 +437,7 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
 #define FW_PASS_REST                                                                                         \
     const float *__restrict__ attention_mask, float *__restrict__ grad_qkv, fw::gs_t *__restrict__ gs,        \
         float scale, const float *__restrict__ gan, float *__restrict__ gsinv, float dropout_p,                 \
-        const float *__restrict__ edit_region_mask, float *__restrict__ wc_partials
+        const float *__restrict__ edit_region_mask, float *__restrict__ wc_partials, fw::gs_t *__restrict__ out0
 #define FW_PASS_PARAMS                                                                                       \
     const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,                             \
         const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value, FW_P_PARAMS, FW_PASS_REST
@@ -438,4 +446,4 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
         const float *__restrict__ value, FW_P_REFS, FW_PASS_REST
 #define FW_PASS_ARGS                                                                                         \
     map_ga, rowdot, map_q, value, FW_P_ARGS, attention_mask, grad_qkv, gs, scale, gan, gsinv, dropout_p,      \
-        edit_region_mask, wc_partials
+        edit_region_mask, wc_partials, out0

@@ -143,6 +143,9 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
     // gS goes to gs row i0 + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
     const i64 gs_base = ((i64)bh * GS_ROWS + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
     const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
+    // OUT0: batch row 0's gS also to the output, at the same rows and keys (all inside its 1024 columns).
+    const i64 out0_base = ((i64)h * kPos + perm(2 * t)) * kPos + j0 + 16 * q + g;
+    const bool out0_col_ok[2] = {true, true};
 
     // Prologue: v of the block's NW x 64 keys, the first steps' loads (attention_wg.cu).
     __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
@@ -224,6 +227,8 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
             grad_scores(s, acc, p, pd, d, keep);
             if constexpr (WC) wc_add(wca, wcc, s, mrow, t);
             store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0, t, gs_col_ok, gsf);
+            if (OUT0 && b == 0)
+                store_gs<kPos>(out0 + out0_base + (i64)i0 * kPos, s, i0 + BI <= kT, i0, t, out0_col_ok, gsf);
             issue_gv_gk(accV, accK, pd, s, dB);
         }
 

@@ -36,7 +36,8 @@
 // computed as [64, T] and written as gQ [T, 64]: the keys are then A, stored
 // [K, M], which the register path reads as they are, so no copy of them).
 // RED_LD > 0: each B chunk a thread copies is also added into `red` by a
-// float reduction as it lands (add_tile_sw128: gS into grad_edit_region_bias).
+// float reduction as it lands (add_tile_sw128: gS into grad_edit_region_bias;
+// none where red is null: gq_red=2's batch row 0, which the pass stored).
 namespace tc {
 
 // The descriptors, fences and wgmma instructions up to copy_tile_sw128 have
@@ -293,9 +294,10 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
         if constexpr (A_SW) round_tile_sw128<BM, NT>(smem + (kt % STAGES) * STAGE + B_SIZE);
         if constexpr (B_F16)
             widen_tile_f16<BN, NT>(smem + (kt % STAGES) * STAGE, bsc[(kbeg + (i64)kt * 32) / 64]);
-        else if constexpr (RED_LD > 0)
-            add_tile_sw128<BN, NT, B_RAW, N, RED_LD>(smem + (kt % STAGES) * STAGE, red, n0, kbeg + (i64)kt * 32, kend);
-        else if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
+        else if constexpr (RED_LD > 0) {
+            if (red) add_tile_sw128<BN, NT, B_RAW, N, RED_LD>(smem + (kt % STAGES) * STAGE, red, n0, kbeg + (i64)kt * 32, kend);
+            else if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
+        } else if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
         fence_async_shared();
         __syncthreads(); // tile kt is in place for everyone; tile kt-2's wgmmas are done in every warpgroup
         if (kt + STAGES - 2 < ktiles) load((kt + STAGES - 2) % STAGES, kt + STAGES - 2);

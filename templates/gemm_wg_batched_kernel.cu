@@ -4,9 +4,10 @@
 // already TF32 values (gS stored rounded, tile gs_round=1), or fp16 times the
 // powers of two whose inverses are bscale + blockIdx.z * {{NKB}}, one per 64 k), C + z1*{{SC1}} + z0*{{SC0}}
 // (stored transposed).
-// RED_LD > 0 (gQ, tile gq_red=1): B's tiles are also added into red + z0 * RED_LD^2 (grad_edit_region_bias's
-// head z0) by float reductions, and blockIdx.z = z0 * {{OUTER}} + z1 instead: the blocks resident at once
-// then add into the rows of one or two heads (a few MB), which stay in L2 between the batch rows' adds.
+// RED_LD > 0 (gQ, tile gq_red): B's tiles are also added into red + z0 * RED_LD^2 (grad_edit_region_bias's
+// head z0) by float reductions where z1 >= {{RED_FROM}} (gq_red=2: the pass stored batch row 0 there), and
+// blockIdx.z = z0 * {{OUTER}} + z1 instead: the blocks resident at once then add into the rows of one or two
+// heads (a few MB), which stay in L2 between the batch rows' adds.
 extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128, 1)
 {{NAME}}(const float *__restrict__ A, const {{B_T}} *__restrict__ B, float *__restrict__ C, float alpha,
          const float *__restrict__ bscale, float *__restrict__ red) {
@@ -16,5 +17,5 @@ extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128, 1)
                     z0 = RED_LD > 0 ? blockIdx.z / {{OUTER}} : blockIdx.z % {{INNER}};
     tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, false, {{B_RAW}}, true, {{B_T}}, RED_LD>(
         A + z1 * {{SA1}} + z0 * {{SA0}}, B + z1 * {{SB1}} + z0 * {{SB0}}, C + z1 * {{SC1}} + z0 * {{SC0}}, {{LDC}},
-        alpha, 0, bscale + (long long)blockIdx.z * {{NKB}}, red + z0 * RED_LD * RED_LD);
+        alpha, 0, bscale + (long long)blockIdx.z * {{NKB}}, z1 >= {{RED_FROM}} ? red + z0 * RED_LD * RED_LD : nullptr);
 }

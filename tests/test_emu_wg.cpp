@@ -7,7 +7,9 @@
 // (tile gq_red=1) the kernel also adds gS over the batch into a zeroed output
 // of RED_LD x RED_LD a head by float reductions, its blocks head by head:
 // every element inside [T, T] must hold the batch's sum and every other one
-// stay zero, although gS's padding columns past T hold another value.
+// stay zero, although gS's padding columns past T hold another value. With
+// RED_FROM = 1 (tile gq_red=2) the output holds batch row 0's gS first, as
+// the attention pass stores it there, and the kernel adds rows 1.. only.
 // The configurations are tests/CMakeLists.txt's.
 #include "cuda_on_cpu.h"
 
@@ -31,7 +33,8 @@ float tf32_value(float x) { return __uint_as_float(tc::to_tf32(x) & 0xFFFFE000u)
 
 typedef void (*wg_kernel)(const float *, const float *, float *, float, const float *, float *);
 
-bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, int b_raw, int red_ld, int ldb) {
+bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, int b_raw, int red_ld, int ldb,
+             int red_from) {
     const int NKB = (T + 63) / 64, W = H * 64;
     std::vector<float> key((size_t)B * H * T * 64), gs((size_t)B * H * T * ldb), out((size_t)B * T * W, NAN);
     std::vector<float> red((size_t)H * red_ld * red_ld, 0.f), bscale((size_t)B * H * NKB, 1.f);
@@ -41,6 +44,9 @@ bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, in
             const float x = (float)uniform_pm1();
             gs[r * ldb + j] = j >= T ? 7.f : b_raw ? x : tf32_value(x); // padding: not the sum's, times zero rows of k
         }
+    for (int h = 0; h < H && red_from == 1; ++h) // batch row 0 (h < H: b = 0), as the pass stores it
+        for (int i = 0; i < T; ++i)
+            for (int j = 0; j < T; ++j) red[((size_t)h * red_ld + i) * red_ld + j] = gs[((size_t)h * T + i) * ldb + j];
     const float alpha = 0.125f;
     emu_launch(dim3e{(unsigned)((T + BN - 1) / BN), 1, (unsigned)(B * H)}, 128, [&] {
         kernel(key.data(), gs.data(), out.data(), alpha, bscale.data(), red_ld ? red.data() : nullptr);
@@ -77,9 +83,9 @@ bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, in
             }
     // float sums of B values in any order: a few units of the last place.
     ok = ok && red_worst <= 1e-6 * B * (red_max + 1) && outside == 0;
-    printf("%s %s: B=%d H=%d T=%d BN=%d B_RAW=%d RED_LD=%d LDB=%d: gQ max abs err %.3g of %.3g; sums max abs err %.3g "
-           "of %.3g, %ld nonzero outside [T, T]\n", ok ? "PASS" : "FAIL", name, B, H, T, BN, b_raw, red_ld, ldb, worst,
-           refmax, red_worst, red_max, outside);
+    printf("%s %s: B=%d H=%d T=%d BN=%d B_RAW=%d RED_LD=%d LDB=%d RED_FROM=%d: gQ max abs err %.3g of %.3g; sums max "
+           "abs err %.3g of %.3g, %ld nonzero outside [T, T]\n", ok ? "PASS" : "FAIL", name, B, H, T, BN, b_raw, red_ld, ldb,
+           red_from, worst, refmax, red_worst, red_max, outside);
     return ok;
 }
 
@@ -87,8 +93,8 @@ bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, in
 
 int main() {
     int failed = 0;
-#define WG_CASE(kernel, B, H, T, BN, RAW, RED_LD, LDB)                                                               \
-    failed += !wg_case(#kernel, kernel, B, H, T, BN, RAW, RED_LD, LDB);
+#define WG_CASE(kernel, B, H, T, BN, RAW, RED_LD, LDB, RED_FROM)                                                     \
+    failed += !wg_case(#kernel, kernel, B, H, T, BN, RAW, RED_LD, LDB, RED_FROM);
 #include "emu_wg_cases.inc"
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

@@ -17,7 +17,8 @@
  * lanes after gA's transposed B (side_start=2), gA's K slices added across
  * clusters with the row dots (ga_dsm=1), the within/cross sums made by the
  * attention pass (att_wc=1), the edit-bias sums over the batch by gQ's
- * float reductions (gq_red=1), the edit-bias sums made by
+ * float reductions (gq_red=1, and 2 over batch row 0 stored by the pass),
+ * the edit-bias sums made by
  * grad_hidden's producer warps (gh_bias=1), the products' B tiles multicast
  * to clusters of two blocks (mc=2), a case past 2^31 elements in each
  * [B, 16, T, T] tensor (also with gh_bias=1), and
@@ -263,6 +264,14 @@ int main(void) {
     add_run(runs, &n, tiled_run(3, 1000, 0.1, MASK0, "gq_red=1 gs_round=1"));
     add_run(runs, &n, tiled_run(32, 293, 0.1, 0, "gq_red=1"));
     add_run(runs, &n, tiled_run(2, 129, 0.25, MASK0, "gq_red=1 gq_bn=64 att_kb=2"));
+    /* ... and over batch row 0's gS, which the pass stores into the output (gq_red=2): T = 352 (one key block a
+     * block), T = 17 (key zeros), T = 1000 with gS stored rounded (two key blocks a block; key zeros), T = 1024
+     * (no rows or columns past the pass to zero), T = 293 at B = 32 with both kinds of block (att_kb=3). */
+    add_run(runs, &n, tiled_run(2, 352, 0.1, 0, "gq_red=2 att_kb=1"));
+    add_run(runs, &n, tiled_run(4, 17, 0.1, MASK0, "gq_red=2"));
+    add_run(runs, &n, tiled_run(3, 1000, 0.1, MASK0, "gq_red=2 gs_round=1"));
+    add_run(runs, &n, tiled_run(2, 1024, 0.1, 0, "gq_red=2"));
+    add_run(runs, &n, tiled_run(32, 293, 0.1, 0, "gq_red=2 pair=2 att_kb=3"));
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     add_run(runs, &n, tiled_run(4, 288, 0.1, MASK0, "side_start=2"));
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles

@@ -177,9 +177,11 @@ static void happens_before(const kernel_plan *p, uint64_t before[]) {
  * (grad_hidden, grad_qkv_weight, its column sums) and the two of gS (the
  * bias sums, gQ; with gs_direct=1 the sums also write the columns of
  * grad_edit_region_bias past the pass's last key block, which gQ does not
- * read), and, with gs_direct=1, bias_zero_rows beside the pass and gQ: it
- * writes grad_edit_region_bias's rows past T, the pass those before T, and
- * gQ reads rows and columns before T only (its tiles stop at K = N = T).
+ * read), and, with gs_direct=1 or gq_red=2, bias_zero_rows and
+ * bias_zero_cols beside the pass and gQ: they write grad_edit_region_bias's
+ * rows past T and the columns past the pass's last key block, the pass the
+ * rest, and gQ reads (gq_red=2: adds into) rows and columns before T only
+ * (its tiles stop at K = N = T).
  * The side lanes must carry real work on a plan this size. */
 static void check_lanes(const kernel_plan *p) {
     assert_true(p->n_launches <= 64);
@@ -189,7 +191,7 @@ static void check_lanes(const kernel_plan *p) {
     static const char *readers[][4] = {{"_grad_hidden", "_grad_qkv_weight", "_colsum_partial", NULL},
                                        {"_bias_grads", "_grad_query", NULL, NULL},
                                        {"_bias_zero_rows", "_attention_wg", "_grad_query", "_bias_zero_cols"}};
-    const int groups = strstr(p->tiles, "gs_direct=1") ? 3 : 2;
+    const int groups = strstr(p->tiles, "gs_direct=1") || strstr(p->tiles, "gq_red=2") ? 3 : 2;
     for (int b = 0; b < p->n_launches; ++b)
         for (int a = 0; a < b; ++a) {
             const plan_launch *x = &p->launches[a], *y = &p->launches[b];
@@ -572,9 +574,12 @@ static void check_tma_pair(const kernel_plan *p, int l, const attnbwd_shape *s) 
 static void check_attention_maps(const kernel_plan *p, const plan_launch *x, const attnbwd_shape *s) {
     const char *names[2] = {"in:attention_probs", "in:attention_probs_dropped"};
     const int tma = tile(p->tiles, "att_tma") == 1;
-    assert_true(x->n_args == 15); /* ... gs, scale, gan, gsinv, dropout_p (gs_half_plans), then att_wc's two */
+    /* ... gs, scale, gan, gsinv, dropout_p (gs_half_plans), then att_wc's two, then gq_red=2's output (or none) */
+    assert_true(x->n_args == 16);
     assert_string_equal(x->args[13], "in:edit_region_mask");
     assert_int_equal(strncmp(x->args[14], "ws:", 3), 0);
+    assert_string_equal(x->args[15], tile(p->tiles, "gq_red") == 2 && strstr(p->source, "constexpr bool OUT0 = 1;")
+                                         ? "out:grad_edit_region_bias" : "i64:0");
     for (int i = 0; i < 2; ++i) {
         const char *arg = x->args[4 + i];
         assert_int_equal(!strncmp(arg, "tmap:", 5), tma);
@@ -677,11 +682,19 @@ static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
         if (strstr(p->launches[i].name, "_within_cross")) wc = i;
         if (strstr(p->launches[i].name, "_bias_zero_cols")) cols = i;
     }
-    if (red) { /* gq_red: all 16 x 1024 x 1024 zeroed on a side lane, then gQ's sums; the pass's within/cross */
-        assert_non_null(strstr(p->tiles, "gq_red=1"));
-        assert_true(whole >= 0 && p->launches[whole].lane != 0 && wc >= 0);
+    if (red && whole >= 0) { /* gq_red=1 (or 2 without the rows past T zeroed early): all zeroed, then gQ's sums */
+        assert_true(tile(p->tiles, "gq_red") >= 1);
+        assert_true(p->launches[whole].lane != 0 && wc >= 0);
         assert_true(grads < 0 && side < 0 && zero < 0 && cols < 0);
         assert_true((unsigned long long)p->launches[whole].grid[0] * 256 >= 16ull * 1024 * 1024 / 4);
+        return;
+    }
+    if (red) { /* gq_red=2: the pass's batch row 0 up to its last key block, gQ's sums, the rest zeroed beside */
+        assert_non_null(strstr(p->tiles, "gq_red=2"));
+        assert_true(early || s->seq_len == 1024);
+        assert_true(wc >= 0 && grads < 0 && side < 0);
+        assert_int_equal(zero >= 0, early);
+        assert_int_equal(cols >= 0, 64 * ((s->seq_len + 63) / 64) < 1024);
         return;
     }
     assert_int_equal(whole, -1);
@@ -958,7 +971,7 @@ static void gs_half_plans(void **state) {
             assert_non_null(pass);
             assert_non_null(gq);
             assert_non_null(bias);
-            assert_int_equal(pass->n_args, 15);
+            assert_int_equal(pass->n_args, 16);
             assert_string_equal(pass->args[12], "f32:dropout_p");
             const char *gan = pass->args[10], *gsinv = pass->args[11];
             if (maker->n_args != 6) assert_string_equal(last_arg(maker), gan);
@@ -1538,66 +1551,90 @@ static void att_wc_plans(void **state) {
     gen_close(g);
 }
 
-/* gq_red=1: gQ's batched wgmma product adds each gS tile into
+/* gq_red=1 and 2: gQ's batched wgmma product adds gS tiles into
  * grad_edit_region_bias (its last argument; RED_LD 1024, its blocks head by
- * head: z1 = blockIdx.z % B), which a side lane zeroes whole before gQ
- * starts; the pass makes the within/cross sums (WC 1, within_cross) and no
- * bias_grads launch reads gS back; that output is listed as unordered.
- * Where gQ is not that product (gq_tma=1, gs_half=1) or gS is the output
- * itself (gs_direct at B = 1), the plan is the one without it. */
+ * head: z1 = blockIdx.z % B); the pass makes the within/cross sums (WC 1,
+ * within_cross) and no bias_grads launch reads gS back; that output is
+ * listed as unordered. gq_red=1: a side lane zeroes the whole output, and gQ
+ * waits for that launch (an event). gq_red=2: the pass stores batch row 0's
+ * gS into the output (OUT0, its last argument) and gQ adds rows 1.. (z1 >=
+ * 1), the rows past T and the columns past the last key block zeroed beside
+ * (bias_zero_rows, bias_zero_cols), and gQ waits on no event: a programmatic
+ * launch after the pass. Where gQ is not that product (gq_tma=1, gs_half=1)
+ * or gS is the output itself (gs_direct at B = 1), the plan is the one
+ * without it. */
 static void gq_red_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
-    const int64_t shapes[][2] = {{2, 352}, {32, 773}, {4, 17}, {3, 1000}, {1, 373}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
-        const int64_t B = shapes[i][0], T = shapes[i][1];
-        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
-        kernel_plan p, q;
-        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_red=1", &p), ATTNBWD_OK);
-        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_red=0", &q), ATTNBWD_OK);
-        check_lanes(&p);
-        check_bias_rows(&p, &s);
-        if (B == 1) { /* gs_direct: gS is the output already */
-            assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
-            assert_int_equal(p.unordered_outputs, 0);
-        } else {
-            const plan_launch *gq = launch_named(&p, "_grad_query"), *gq0 = launch_named(&q, "_grad_query");
-            assert_string_equal(last_arg(gq), "out:grad_edit_region_bias");
-            assert_string_equal(last_arg(gq0), "i64:0");
-            assert_non_null(strstr(p.source, "constexpr long long RED_LD = 1024;"));
-            assert_non_null(strstr(q.source, "constexpr long long RED_LD = 0;"));
-            char want[96];
-            snprintf(want, sizeof want, "RED_LD > 0 ? blockIdx.z %% %lld : blockIdx.z / 16", (long long)B);
-            assert_non_null(strstr(p.source, want));
-            assert_non_null(strstr(p.source, "constexpr bool WC = 1;"));
-            assert_non_null(strstr(q.source, "constexpr bool WC = 0;"));
-            assert_non_null(launch_named(&p, "_within_cross"));
-            assert_null(launch_named(&p, "_bias_grads"));
-            assert_non_null(launch_named(&q, "_bias_grads"));
-            assert_int_equal(p.unordered_outputs, 1u << 5);
-            assert_int_equal(q.unordered_outputs, 0);
-            /* gQ starts after the output is zeroed (check_lanes: after its launch, by an event) */
-            uint64_t before[64];
-            happens_before(&p, before);
-            int zero = -1, at = (int)(gq - p.launches);
-            for (int l = 0; l < p.n_launches; ++l) {
-                const plan_launch *x = &p.launches[l];
-                if (ends_with(x->name, "_zero") && !strcmp(x->args[0], "out:grad_edit_region_bias")) zero = l;
+    const int64_t shapes[][2] = {{2, 352}, {32, 773}, {4, 17}, {3, 1000}, {1, 373}, {2, 1024}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
+        for (int mode = 1; mode <= 2; ++mode) {
+            const int64_t B = shapes[i][0], T = shapes[i][1], nj = (T + 63) / 64;
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+            kernel_plan p, q;
+            char tiles[64];
+            snprintf(tiles, sizeof tiles, "gq_red=%d", mode);
+            assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
+            assert_int_equal(gen_plan(g, &s, "sm_90", "gq_red=0", &q), ATTNBWD_OK);
+            check_lanes(&p);
+            check_bias_rows(&p, &s);
+            if (B == 1) { /* gs_direct: gS is the output already */
+                assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
+                assert_int_equal(p.unordered_outputs, 0);
+            } else {
+                const plan_launch *gq = launch_named(&p, "_grad_query"), *gq0 = launch_named(&q, "_grad_query"),
+                                  *pass = launch_named(&p, "_attention_wg");
+                assert_string_equal(last_arg(gq), "out:grad_edit_region_bias");
+                assert_string_equal(last_arg(gq0), "i64:0");
+                assert_string_equal(last_arg(pass), mode == 2 ? "out:grad_edit_region_bias" : "i64:0");
+                assert_string_equal(last_arg(launch_named(&q, "_attention_wg")), "i64:0");
+                assert_non_null(strstr(p.source, "constexpr long long RED_LD = 1024;"));
+                assert_non_null(strstr(q.source, "constexpr long long RED_LD = 0;"));
+                char want[96];
+                snprintf(want, sizeof want, "RED_LD > 0 ? blockIdx.z %% %lld : blockIdx.z / 16", (long long)B);
+                assert_non_null(strstr(p.source, want));
+                assert_non_null(strstr(p.source, mode == 2 ? "z1 >= 1 ? red" : "z1 >= 0 ? red"));
+                assert_non_null(strstr(p.source, mode == 2 ? "constexpr bool OUT0 = 1;" : "constexpr bool OUT0 = 0;"));
+                assert_non_null(strstr(q.source, "constexpr bool OUT0 = 0;"));
+                assert_non_null(strstr(p.source, "constexpr bool WC = 1;"));
+                assert_non_null(strstr(q.source, "constexpr bool WC = 0;"));
+                assert_non_null(launch_named(&p, "_within_cross"));
+                assert_null(launch_named(&p, "_bias_grads"));
+                assert_non_null(launch_named(&q, "_bias_grads"));
+                assert_int_equal(p.unordered_outputs, 1u << 5);
+                assert_int_equal(q.unordered_outputs, 0);
+                uint64_t before[64];
+                happens_before(&p, before);
+                int zero = -1, at = (int)(gq - p.launches);
+                for (int l = 0; l < p.n_launches; ++l) {
+                    const plan_launch *x = &p.launches[l];
+                    if (ends_with(x->name, "_zero") && !strcmp(x->args[0], "out:grad_edit_region_bias")) zero = l;
+                }
+                if (mode == 1) { /* gQ starts after the output is zeroed, by an event */
+                    assert_true(zero >= 0 && (before[at] >> zero & 1));
+                    assert_true(gq->n_waits > 0 && !gq->pdl);
+                } else { /* nothing to wait for: right after the pass, as without gq_red */
+                    assert_int_equal(zero, -1);
+                    assert_int_equal(gq->n_waits, 0);
+                    assert_int_equal(gq->pdl, gq0->pdl);
+                    assert_int_equal(launch_named(&p, "_bias_zero_rows") != NULL, T < 1024);
+                    assert_int_equal(launch_named(&p, "_bias_zero_cols") != NULL, 64 * nj < 1024);
+                }
             }
-            assert_true(zero >= 0 && (before[at] >> zero & 1));
-        }
-        kernel_plan_free(&p);
-        kernel_plan_free(&q);
-        const char *off[] = {"gq_red=1 gq_tma=1", "gq_red=1 gs_half=1"};
-        for (int v = 0; v < 2; ++v) {
-            assert_int_equal(gen_plan(g, &s, "sm_90", off[v], &p), ATTNBWD_OK);
-            assert_int_equal(gen_plan(g, &s, "sm_90", off[v] + 9, &q), ATTNBWD_OK);
-            assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
-            assert_int_equal(p.unordered_outputs, 0);
             kernel_plan_free(&p);
             kernel_plan_free(&q);
+            const char *off[] = {"gq_tma=1", "gs_half=1"};
+            for (int v = 0; v < 2; ++v) {
+                char both[160];
+                snprintf(both, sizeof both, "%s %s", tiles, off[v]);
+                assert_int_equal(gen_plan(g, &s, "sm_90", both, &p), ATTNBWD_OK);
+                assert_int_equal(gen_plan(g, &s, "sm_90", off[v], &q), ATTNBWD_OK);
+                assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
+                assert_int_equal(p.unordered_outputs, 0);
+                kernel_plan_free(&p);
+                kernel_plan_free(&q);
+            }
         }
-    }
     gen_close(g);
 }
 
