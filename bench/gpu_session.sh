@@ -61,6 +61,10 @@ case "${1:-check}" in
       AB_REPS=3 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "${variants[@]}" "+ga_bm=0" 2>&1 |
         tee "$OUT/ab_$r.txt"
     done
+    # B=32,T=773 and B=16,T=691, where gq_red should gain most and the same tiles have measured 7% apart in one
+    # process (thirtieth session): eight rounds instead of three, for the record beside the entries' rule.
+    AB_SHAPES=15,16 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+gq_red=1" \
+      "+gq_red=2" "+ga_bm=0" 2>&1 | tee "$OUT/ab_large.txt"
     build/attnbwd -q lua bench/ab_entries.lua "$OUT/ab_1.txt" "$OUT/ab_2.txt" "$OUT/tuning.lua" "${variants[@]}" |
       tee "$OUT/entries.txt"
     cp "$OUT/tuning.lua" "$ATTNBWD_CACHE_DIR/tuning.lua"
