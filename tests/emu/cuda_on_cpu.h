@@ -16,7 +16,8 @@
 // warp's lanes meet there; named barriers (bar.sync), the ballot and the
 // shuffle likewise. A wait that never ends (two minutes) is reported and
 // aborts. The model is checked against
-// templates/gemm_tma.cu, whose kernels pass on the H200 (tests/test_emu_tma.cpp).
+// templates/gemm_tma.cu (tests/test_emu_tma.cpp) and gQ's default product of
+// gemm_wg.cu (tests/test_emu_wg.cpp), whose kernels pass on the H200.
 #pragma once
 #define TC_EMU 1
 #include <chrono>
