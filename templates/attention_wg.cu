@@ -120,6 +120,7 @@ __device__ __forceinline__ float *aligned_smem(unsigned &sm_s) {
 // base (the step's buffer or ring slot) plus a per-thread offset fixed before
 // the loop plus a constant, which the load or store adds itself ([R+UR+imm]):
 // no index math per step.
+#ifndef TC_EMU // tests/emu/cuda_on_cpu.h has CPU forms of these four
 __device__ __forceinline__ void sts32(unsigned a, unsigned v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v)); }
 __device__ __forceinline__ void sts128(unsigned a, uint4 v) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
@@ -134,6 +135,7 @@ __device__ __forceinline__ float lds32(unsigned a) {
     asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a));
     return v;
 }
+#endif
 
 // The pieces of a warpgroup's step, the same in both organisations. A thread
 // holds gPd^T's accumulator x = 4 n + 2 hh + e at (key j = 16 q + g + 8 hh,

@@ -36,7 +36,9 @@ static_assert(OFF_P % 32 == 0, "TMA boxes on 128-byte boundaries");
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
 // The block's named barrier at the top of a step (0 is __syncthreads').
+#ifndef TC_EMU // tests/emu/cuda_on_cpu.h has a CPU form
 __device__ __forceinline__ void block_bar(int id) { asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(NT) : "memory"); }
+#endif
 } // namespace keys_org
 
 // Key blocks NW kx .. NW kx + NW - 1 of (b, h) = bh.
@@ -91,7 +93,11 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
     // `last`: the step runs past T, and gA's rows there must be zeros.
     auto stage_store = [&](unsigned B, int i0, bool last) {
         int ln;
+#ifdef TC_EMU
+        ln = lane;
+#else
         asm volatile("mov.u32 %0, %1;" : "=r"(ln) : "r"(lane));
+#endif
         const int c0 = 4 * (2 * q + ln % 2), sr = ln / 2;
 #pragma unroll
         for (int p = 0; p < 4; ++p) {

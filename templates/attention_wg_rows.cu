@@ -27,7 +27,9 @@ static_assert(OFF_R % 256 == 0, "the rows' boxes on 1024-byte boundaries (128-by
 static_assert(OFF_P % 32 == 0, "TMA boxes on 128-byte boundaries");
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
+#ifndef TC_EMU // tests/emu/cuda_on_cpu.h has a CPU form
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+#endif
 } // namespace rows_org
 
 // Key block jb (64 keys) of (b, h) = bh.

@@ -1,5 +1,6 @@
 // CUDA on the CPU, as far as the wgmma templates need it
-// (templates/gemm_tma.cu, grad_query_tma.cu, gemm_wg.cu's products; with
+// (templates/gemm_tma.cu, grad_query_tma.cu, gemm_wg.cu's products, the
+// attention pass of attention_wg*.cu; with
 // templates/tc_common.cu, which the tests include after this file, TC_EMU
 // leaving out its instructions that have no CPU form): one std::thread per CUDA
 // thread, blocks one after another, or a cluster's together (each block its
@@ -16,8 +17,9 @@
 // warp's lanes meet there; named barriers (bar.sync), the ballot and the
 // shuffle likewise. A wait that never ends (two minutes) is reported and
 // aborts. The model is checked against
-// templates/gemm_tma.cu (tests/test_emu_tma.cpp) and gQ's default product of
-// gemm_wg.cu (tests/test_emu_wg.cpp), whose kernels pass on the H200.
+// templates/gemm_tma.cu (tests/test_emu_tma.cpp), gQ's default product of
+// gemm_wg.cu (tests/test_emu_wg.cpp) and the attention pass
+// (tests/test_emu_pass.cpp), whose kernels pass on the H200.
 #pragma once
 #define TC_EMU 1
 #include <chrono>
@@ -280,6 +282,7 @@ template <int N> inline void wgmma_ss(float *d, unsigned long long a, unsigned l
                 d[4 * j + 2 * e + x] += s;
             }
 }
+inline void wgmma_n32_tf32_ss(float (&d)[16], unsigned long long a, unsigned long long b) { wgmma_ss<32>(d, a, b); }
 inline void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned long long b) { wgmma_ss<64>(d, a, b); }
 inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128>(d, a, b); }
 inline void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256>(d, a, b); }
@@ -319,6 +322,9 @@ inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
 inline int __shfl_sync(unsigned mask, int v, int src_lane) {
     return (int)emu_warp_values(mask, (unsigned)v)[(unsigned)src_lane % 32];
 }
+inline float __shfl_sync(unsigned mask, float v, int src_lane) {
+    return __uint_as_float(emu_warp_values(mask, __float_as_uint(v))[(unsigned)src_lane % 32]);
+}
 
 namespace tc {
 // m64nNk8 with A from registers: warp q's rows 16q..16q+15 of A as mma.sync
@@ -346,6 +352,33 @@ template <int N> inline void wgmma_rs(float *d, const unsigned (&a)[4], unsigned
 inline void wgmma_n64_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<64>(d, a, b); }
 inline void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<128>(d, a, b); }
 } // namespace tc
+
+// bar.sync with a barrier id known at run time: the first n threads at barrier id go on together.
+inline void emu_bar_sync(int id, unsigned n) {
+    static std::unordered_map<unsigned, emu::meet> bars;
+    std::unique_lock<std::mutex> l(emu::mu);
+    emu::meet_at(bars[blockIdx.x * 16 + (unsigned)id], n, l);
+}
+// The attention pass's shared-memory accesses by shared-space address and its
+// named barriers (templates/attention_wg*.cu, which leave out theirs under
+// TC_EMU): its namespace fw takes them with `using namespace ::emu_pass`.
+namespace emu_pass {
+inline unsigned char *emu_shared(unsigned a) { return emu::this_block->smem + a; }
+inline void sts32(unsigned a, unsigned v) { memcpy(emu_shared(a), &v, 4); }
+inline void sts128(unsigned a, uint4 v) { memcpy(emu_shared(a), &v, 16); }
+inline float4 lds128(unsigned a) {
+    float4 v;
+    memcpy(&v, emu_shared(a), 16);
+    return v;
+}
+inline float lds32(unsigned a) {
+    float v;
+    memcpy(&v, emu_shared(a), 4);
+    return v;
+}
+inline void wg_bar(int id) { emu_bar_sync(id, 128); }                // a warpgroup's
+inline void block_bar(int id) { emu_bar_sync(id, blockDim.x); }    // the block's
+} // namespace emu_pass
 // atomicAdd on global memory (the emulation's threads share it), and the
 // loads the templates' side work makes (templates/bias_rows.cu).
 inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
