@@ -199,8 +199,11 @@ function M.heuristic(shape, arch)
   -- in L2), the within/cross sums by the pass: no bias_grads launch reading
   -- gS back (1.22 GB at B=32,T=773); gq_red=2: gQ adds batch rows 1.. over
   -- row 0's gS, which the pass stores into the output, so that gQ waits on
-  -- no zeroing. Built 2026-12-05 (thirty-first session, no GPU lent): off
-  -- until measured; the output's last bits vary from run to run.
+  -- no zeroing. Measured (2026-12-05, thirty-first session, an H100, A/B of
+  -- the 16 twice): -2.5 to -4.6% on the four DRAM-bound calls (B = 64,
+  -- B=16,T=691, B=32,T=773), 3-13% slower at B = 2 to 16 on medium T (gQ,
+  -- on the chain, 40-90% longer by the reductions). Off by default (H100
+  -- table entries); the output's last bits vary from run to run.
   t.gq_red = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
@@ -464,7 +467,13 @@ function M.candidates(shape)
     t.splitk_red = red
     add(t)
   end
-  -- gq_red=1 is not offered until it has run on a GPU (built without one).
+  if shape.batch > 1 then -- the batch's bias sums by gQ's reductions, into the zeroed output or over row 0
+    for _, red in ipairs { 1, 2 } do
+      local t = M.heuristic(shape)
+      t.gq_red = red
+      add(t)
+    end
+  end
   -- gh_bias=1 and mc=2 are not offered: 19% and 28% slower in geomean where
   -- measured (docs/benchmarks.md, twenty-fourth session); tiles can still ask for them.
   local kv = M.heuristic(shape) -- the pair's k and v parts beside gQ (where it pairs)

@@ -30,10 +30,24 @@ local lost_on_h100 = {
 -- B=4,T=640 456.3/457.7 -> 447.7 and 455.9/456.3 -> 446.8; B=4,T=288
 -- 200.8/200.8 -> 196.8 and 199.7/200.3 -> 196.1; B=2,T=768 318.1/317.8 ->
 -- 311.2 and 317.5/317.8 -> 310.7. (On the H200 they were level: +-1%.)
+-- Thirty-first session (bench/gpu_session.sh pending, bench/ab_entries.lua:
+-- two A/B runs of the 16 with the H200 entries first and last, % against
+-- their mean): the edit-bias batch sums by gQ's reductions (gq_red) at
+-- B=64,T=128 (-3.1/-3.0, mode 2), B=64,T=256 (-4.6/-3.5, 2), B=32,T=773
+-- (-3.6/-3.7, 1) and B=16,T=691 (-2.8/-2.5, 2); the transposes with 4-byte
+-- accesses (tr_vec=0) at B=2,T=449 (-2.8/-3.1). Elsewhere gq_red was 2-13%
+-- slower (B = 2 to 16 at medium T) and tr_vec=0 mostly slower. bench.py with
+-- them: 447.3 us against torch.compile TF32's 801.7, all 16 passing
+-- (docs/benchmarks.md). Not measured on an H200.
 local h100_only = {
   ["edit_attention_bwd B=4 H=16 T=640 dropout=1 precision=0"] = "gq_tma=1 gs_round=1",
   ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0 ga_tma=1 lane_pri=2",
   ["edit_attention_bwd B=2 H=16 T=768 dropout=1 precision=0"] = "side_start=2 ga_tma=1",
+  ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2 gq_red=2",
+  ["edit_attention_bwd B=64 H=16 T=256 dropout=1 precision=0"] = "gq_red=2",
+  ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1 att_kb=2 tr_vec=0",
+  ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1 gq_red=1",
+  ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1 gq_red=2",
 }
 local entries = {}
 for key, tiles in pairs(require("tuning_h200").entries) do

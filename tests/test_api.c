@@ -483,7 +483,9 @@ static const struct {
     int64_t b, t;
     const char *h100, *h200;
 } h100_own[] = {{4, 640, " gq_tma=1", " gq_tma=0"}, {4, 288, " lane_pri=2", " lane_pri=0"},
-                {2, 768, " ga_tma=1", " ga_tma=0"}};
+                {2, 768, " ga_tma=1", " ga_tma=0"},     {64, 128, " gq_red=2", " gq_red=0"},
+                {64, 256, " gq_red=2", " gq_red=0"},   {2, 449, " tr_vec=0", " tr_vec=1"},
+                {32, 773, " gq_red=1", " gq_red=0"},   {16, 691, " gq_red=2", " gq_red=0"}};
 
 /* Tuning tables: the shipped H200 table applies on that model only; the
  * cache folder's table wins over it; an entry that does not fit the shape
@@ -545,7 +547,7 @@ static void tuning_tables(void **state) {
     ctx = test_open(dir, &lc);
     assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* another GPU: heuristic */
     /* The shipped H100 table: the H200's problem-2 entries but the one that lost on the H100 (B=8,T=448),
-     * and three of its own (h100_own), none of problem 1's. */
+     * and eight of its own (h100_own), none of problem 1's. */
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=0 threads_per_row=32"));
     const int side_start_at[][3] = {{2, 449, 1}, {1, 373, 1}, {8, 448, 0}, {4, 640, 0}};
     for (size_t i = 0; i < sizeof side_start_at / sizeof side_start_at[0]; i++) {
