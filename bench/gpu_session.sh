@@ -40,7 +40,8 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, end of the thirty-first session, which had no GPU):
+    # What is still to be measured (2026-12-05, end of the thirty-first session, which ran this on an H100 at its
+    # end: the cases pass, five H100 entries; docs/benchmarks.md): the same on an H200, for its table:
     # 1. gq_red=1 and 2 (built without a GPU, gQ right on the CPU: tests/test_emu_wg): their GPU cases, gQ alone
     #    against the default (the reductions' cost).
     # 2. One whole-call A/B of the 16, twice, the entry first and last: gq_red=1 (expected -2 to -5% at
