@@ -318,10 +318,11 @@ local function plan_fused(shape, t, arch)
   -- bias_zero_rows (or none: T = 1024).
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
   local red_out0 = gq_red and t.gq_red == 2 and (zero_early or T == POS)
+  local red_zeroed = gq_red and not red_out0 -- gq_red=1: gQ adds into the whole output, zeroed first
   -- att_wc (B = 1, gS in place, rows past T zeroed early or none), or
   -- gq_red: the wgmma pass sums gS * m_i*m_j and gS * (m_i != m_j) per key
   -- block into wcpart, which within_cross adds; the columns past its last key
-  -- block are zeroed at the start (bias_zero_cols; gq_red: the whole output):
+  -- block are zeroed at the start (bias_zero_cols; gq_red=1: the whole output):
   -- no bias_grads launch reads gS back.
   local pass_wc = (t.att_wc == 1 and gs_direct and (zero_early or T == POS)) or gq_red
   local ghid = products[3]
@@ -598,13 +599,13 @@ local function plan_fused(shape, t, arch)
   if gh_bias then -- its queue of items, for grad_hidden (which waits for bias_zero)
     p.kernel("zero", { 1, 1, 1 }, { wsp("biasq"), "i64:1", "i32:4", "i64:4" })
   end
-  if gq_red and not red_out0 then -- all of grad_edit_region_bias, which gQ adds into
+  if red_zeroed then -- all of grad_edit_region_bias, which gQ adds into
     p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
              { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
   elseif zero_early then -- grad_edit_region_bias's rows past T, while the products run
     p.kernel("bias_zero_rows", { ceil_div((POS - T) * POS // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
-  if pass_wc and (red_out0 or not gq_red) and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
+  if pass_wc and not red_zeroed and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
     p.kernel("bias_zero_cols", { ceil_div(T * (POS - 64 * NJ) // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
   if zero_early or gh_bias or gq_red then p.signal("bias_zero") end
@@ -691,7 +692,7 @@ local function plan_fused(shape, t, arch)
       })
       -- gs_half: the inverse scales of the K blocks follow the stages.
       local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
-      if gq_red and not red_out0 then p.wait("bias_zero") end -- the output it adds into is zeroed
+      if red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H },
                { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "i64:0" },
                { w.bm // 64 * 128, 1, 1 }, smem)

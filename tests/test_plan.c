@@ -662,6 +662,14 @@ static void check_bias_sums(const kernel_plan *p) {
     }
 }
 
+/* The launch that zeroes all of grad_edit_region_bias (gq_red=1), or -1. */
+static int whole_bias_zero(const kernel_plan *p) {
+    for (int l = 0; l < p->n_launches; ++l)
+        if (ends_with(p->launches[l].name, "_zero") && !strcmp(p->launches[l].args[0], "out:grad_edit_region_bias"))
+            return l;
+    return -1;
+}
+
 /* grad_edit_region_bias's 1024 rows of every head are written once: rows
  * past T by bias_zero_rows at the start on a side lane (zero_early=1 with
  * gs_store=1), the rest by bias_grads, or (gh_bias=1) by grad_hidden's
@@ -672,10 +680,10 @@ static void check_bias_sums(const kernel_plan *p) {
 static void check_bias_rows(const kernel_plan *p, const attnbwd_shape *s) {
     if (!strstr(p->tiles, "fused=1") || !strstr(p->tiles, "gs_store=1")) return;
     const int early = strstr(p->tiles, "zero_early=1") && s->seq_len < 1024;
-    int zero = -1, grads = -1, side = -1, wc = -1, cols = -1, whole = -1, red = 0;
+    int zero = -1, grads = -1, side = -1, wc = -1, cols = -1, red = 0;
+    const int whole = whole_bias_zero(p);
     for (int i = 0; i < p->n_launches; ++i) {
         const plan_launch *x = &p->launches[i];
-        if (ends_with(x->name, "_zero") && !strcmp(x->args[0], "out:grad_edit_region_bias")) whole = i;
         red |= ends_with(x->name, "_grad_query") && !strcmp(x->args[x->n_args - 1], "out:grad_edit_region_bias");
         if (strstr(p->launches[i].name, "_bias_zero_rows")) zero = i;
         if (strstr(p->launches[i].name, "_bias_grads")) grads = i;
@@ -1606,11 +1614,7 @@ static void gq_red_plans(void **state) {
                 assert_int_equal(q.unordered_outputs, 0);
                 uint64_t before[64];
                 happens_before(&p, before);
-                int zero = -1, at = (int)(gq - p.launches);
-                for (int l = 0; l < p.n_launches; ++l) {
-                    const plan_launch *x = &p.launches[l];
-                    if (ends_with(x->name, "_zero") && !strcmp(x->args[0], "out:grad_edit_region_bias")) zero = l;
-                }
+                const int zero = whole_bias_zero(&p), at = (int)(gq - p.launches);
                 if (mode == 1) { /* gQ starts after the output is zeroed, by an event */
                     assert_true(zero >= 0 && (before[at] >> zero & 1));
                     assert_true(gq->n_waits > 0 && !gq->pdl);
