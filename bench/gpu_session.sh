@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: gq_red=1's cases and A/B, tr_vec=0
+#   bench/gpu_session.sh pending what is still to be measured: gq_red's and gq_pair's cases and A/B, tr_vec=0
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,32 +40,28 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, end of the thirty-first session, which ran this on an H100 at its
-    # end: the cases pass, five H100 entries; docs/benchmarks.md): the same on an H200, for its table:
-    # 1. gq_red=1 and 2 (built without a GPU, gQ right on the CPU: tests/test_emu_wg): their GPU cases, gQ alone
-    #    against the default (the reductions' cost).
-    # 2. One whole-call A/B of the 16, twice, the entry first and last: gq_red=1 (expected -2 to -5% at
-    #    B=32,T=773 and B=16,T=691, -1 to -3% on the other large calls, level +-2% at B <= 4, no change at
-    #    B = 1), gq_red=2 (batch row 0 stored by the pass: expected level with 1 on the large calls, 1-3% faster
-    #    at B = 2 and 4), with gs_round=1 too, and the transposes with 4-byte accesses (tr_vec=0: expected
-    #    -1.5 to -4% on some of the seven small calls).
+    # What is still to be measured (2026-12-05, thirty-second session): on an H200, for its table (the
+    # thirty-first session ran gq_red on an H100 only: its cases pass, five H100 entries; docs/benchmarks.md):
+    # 1. gq_red=1 and 2, and gq_pair=1 over each (built without a GPU this session: gQ's blocks take two batch
+    #    rows, one warpgroup each, and add their gS tiles' sum by one reduction; right on the CPU:
+    #    tests/test_emu_wg): their GPU cases; gQ alone against the default (the reductions' cost; expected with
+    #    gq_pair=1: about half of gq_red's extra time, B=32,T=773 ~790 -> ~670 us against the default's 546).
+    # 2. One whole-call A/B of the 16, twice, the entry first and last: gq_red=1, gq_red=2, gq_red=2 gs_round=1,
+    #    tr_vec=0, and gq_red=1 / 2 with gq_pair=1 (expected: a further -1.5 to -3% on B = 64, B=16,T=691 and
+    #    B=32,T=773 against gq_red alone; gq_red's +3 to +13% at B = 2 to 16 on medium T about halved).
     # 3. bench/ab_entries.lua: the entries the two runs support, as $ATTNBWD_CACHE_DIR/tuning.lua (and in
     #    $OUT), which bench.py's calls then use (`bench` mode, a call of its own).
-    # About 4 minutes on an H200 (the CPU reference of the GPU cases is most of it).
+    # About 5 minutes on an H200 (the CPU reference of the GPU cases is a minute of it).
     ATTNBWD_TEST_PRECISION=tf32 ATTNBWD_TEST_MATCH=gq_red timeout 240 build/tests/test_gpu_edit 2>&1 |
       tee "$OUT/gq_red_cases.txt"
     echo "test_gpu_edit exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gq_red_cases.txt"
     AB_SHAPES=15,16,7,3,4,6,10 AB_REPS=2 build/attnbwd -q lua bench/ab.lua time:grad_query sol072_workload \
-      "+ga_bm=0" "+gq_red=1" "+gq_red=2" 2>&1 | tee "$OUT/gq_red_alone.txt"
-    variants=("+gq_red=1" "+gq_red=2" "+gq_red=2 gs_round=1" "+tr_vec=0")
+      "+ga_bm=0" "+gq_red=1" "+gq_red=2" "+gq_red=1 gq_pair=1" "+gq_red=2 gq_pair=1" 2>&1 | tee "$OUT/gq_red_alone.txt"
+    variants=("+gq_red=1" "+gq_red=2" "+gq_red=2 gs_round=1" "+tr_vec=0" "+gq_red=1 gq_pair=1" "+gq_red=2 gq_pair=1")
     for r in 1 2; do
       AB_REPS=3 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "${variants[@]}" "+ga_bm=0" 2>&1 |
         tee "$OUT/ab_$r.txt"
     done
-    # B=32,T=773 and B=16,T=691, where gq_red should gain most and the same tiles have measured 7% apart in one
-    # process (thirtieth session): eight rounds instead of three, for the record beside the entries' rule.
-    AB_SHAPES=15,16 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+gq_red=1" \
-      "+gq_red=2" "+ga_bm=0" 2>&1 | tee "$OUT/ab_large.txt"
     build/attnbwd -q lua bench/ab_entries.lua "$OUT/ab_1.txt" "$OUT/ab_2.txt" "$OUT/tuning.lua" "${variants[@]}" |
       tee "$OUT/entries.txt"
     cp "$OUT/tuning.lua" "$ATTNBWD_CACHE_DIR/tuning.lua"

@@ -205,6 +205,10 @@ function M.heuristic(shape, arch)
   -- on the chain, 40-90% longer by the reductions). Off by default (H100
   -- table entries); the output's last bits vary from run to run.
   t.gq_red = 0
+  -- gq_pair=1: gq_red's blocks take two batch rows, whose gS tiles they sum
+  -- before one reduction. Built 2026-12-05 (thirty-second session), not yet
+  -- run on a GPU: off.
+  t.gq_pair = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -285,6 +289,8 @@ local CHOICES = {
                           .. "reductions (fp32 gS in the workspace), the within/cross sums by the attention pass "
                           .. "on wgmma: into the output zeroed first (1), or (2) over batch row 0's gS, which the "
                           .. "pass stores there" },
+  { "gq_pair", { 0, 1 }, "gq_red's gQ blocks of one batch row, or of two (one warpgroup each), their gS tiles summed "
+                        .. "before one reduction: half the reductions" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },

@@ -682,20 +682,27 @@ local function plan_fused(shape, t, arch)
                  wsp("gqkv"), "f32:scale" }, { tma_threads({ bm = bm }), 1, 1 }, smem)
     elseif gq_wg then
       local w = { bm = 64, bn = t.gq_bn, stages = t.gq_stages }
+      -- gq_pair=1 (with gq_red, B > 1): two batch rows a block, one warpgroup
+      -- each, their gS tiles summed before one reduction: half of gq_red's
+      -- reductions. Twice the shared memory a block: fewer stages where
+      -- gq_stages' would not fit.
+      local pairs = gq_red and t.gq_pair == 1 and B > 1 and 2 or 1
+      local function gq_smem() return (wg_smem(w, true) - 1024) * pairs + 1024 + (gs_half and 4 * NJ or 0) end
+      while pairs == 2 and w.stages > 3 and gq_smem() > smem_limit(arch) do w.stages = w.stages - 1 end
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
         KSPLIT = ceil_div(T, GEMM_BK) * GEMM_BK, INNER = H, SA1 = H * T * D, SA0 = T * D,
         SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D,
         B_T = gs_half and "unsigned short" or "float", NKB = NJ,
-        B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = B, RED_FROM = red_out0 and 1 or 0,
+        B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = ceil_div(B, pairs), RED_FROM = red_out0 and 1 or 0,
+        PAIR = pairs, NB = B,
       })
-      -- gs_half: the inverse scales of the K blocks follow the stages.
-      local smem = wg_smem(w, true) + (gs_half and 4 * NJ or 0)
       if red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
-      p.kernel("grad_query", { ceil_div(T, w.bn), 1, B * H },
+      -- gs_half: the inverse scales of the K blocks follow the stages.
+      p.kernel("grad_query", { ceil_div(T, w.bn), 1, ceil_div(B, pairs) * H },
                { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "i64:0" },
-               { w.bm // 64 * 128, 1, 1 }, smem)
+               { w.bm // 64 * 128 * pairs, 1, 1 }, gq_smem())
     else
       local c = GEMM_CONFIGS[3]
       p.render("gemm_tc_batched_kernel.cu", {

@@ -38,6 +38,12 @@
 // RED_LD > 0: each B chunk a thread copies is also added into `red` by a
 // float reduction as it lands (add_tile_sw128: gS into grad_edit_region_bias;
 // none where red is null: gq_red=2's batch row 0, which the pass stored).
+// PAIR = 2 (gQ, tile gq_pair=1): two matrices a block (two batch rows of a
+// head), one per warpgroup of BM = 64, the second's A, B and C pa, pb and pc
+// floats past the first's (two: it exists; B odd leaves the last block one).
+// Every thread copies the same chunk slots of both B tiles, so the two
+// batch rows' chunks it adds are summed first: one reduction for both
+// (those of red_mask's bits), half of PAIR = 1's.
 namespace tc {
 
 // The descriptors, fences and wgmma instructions up to copy_tile_sw128 have
@@ -215,8 +221,11 @@ template <int ROWS, int NT> __device__ __forceinline__ void round_tile_sw128(flo
 // copy_tile_sw128<ROWS, NT> (B's rows n0.., k0..) also added, as copied,
 // into red[(n0 + row) * RED_LD + k] by float reductions where row < N and k
 // < kend (k past kend counted as zeros); rounded in place too where ROUND.
-template <int ROWS, int NT, bool ROUND, i64 N, i64 RED_LD>
-__device__ __forceinline__ void add_tile_sw128(float *tile, float *__restrict__ red, i64 n0, i64 k0, i64 kend) {
+// PAIR = 2: the same slots of a second tile `second` floats on, both rounded,
+// the sum of those whose bit is set in mask added (none where red is null).
+template <int ROWS, int NT, bool ROUND, i64 N, i64 RED_LD, int PAIR = 1>
+__device__ __forceinline__ void add_tile_sw128(float *tile, float *__restrict__ red, i64 n0, i64 k0, i64 kend,
+                                               int second = 0, unsigned mask = 1) {
     constexpr int RS = NT / 8, PASSES = ROWS / RS;
     const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
     const int col = 4 * (c ^ (rt % 8));
@@ -226,10 +235,18 @@ __device__ __forceinline__ void add_tile_sw128(float *tile, float *__restrict__ 
     float *dst = red + (n0 + rt) * RED_LD + k;
 #pragma unroll
     for (int p = 0; p < PASSES; ++p) {
-        float4 *q = reinterpret_cast<float4 *>(&tile[(rt + p * RS) * 32 + col]);
-        float4 v = *q;
-        if constexpr (ROUND)
-            *reinterpret_cast<uint4 *>(q) = make_uint4(to_tf32(v.x), to_tf32(v.y), to_tf32(v.z), to_tf32(v.w));
+        float4 v;
+#pragma unroll
+        for (int w = 0; w < PAIR; ++w) {
+            float4 *q = reinterpret_cast<float4 *>(&tile[w * second + (rt + p * RS) * 32 + col]);
+            const float4 x = *q;
+            if constexpr (ROUND)
+                *reinterpret_cast<uint4 *>(q) = make_uint4(to_tf32(x.x), to_tf32(x.y), to_tf32(x.z), to_tf32(x.w));
+            if constexpr (PAIR == 1) v = x;
+            else if (w == 0) v = mask & 1 ? x : make_float4(0.f, 0.f, 0.f, 0.f);
+            else if (mask & 2) v = make_float4(v.x + x.x, v.y + x.y, v.z + x.z, v.w + x.w);
+        }
+        if (PAIR > 1 && !red) continue;
         if (kleft == 0 || p * RS >= rows) continue;
         if (kleft < 4) { // the row's last chunk: gS's padding past T is not the sum's
             if (kleft < 2) v.y = 0.f;
@@ -241,12 +258,14 @@ __device__ __forceinline__ void add_tile_sw128(float *tile, float *__restrict__ 
 }
 
 template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT, bool A_SW = false,
-          bool B_RAW = false, bool TC = false, class BE = float, i64 RED_LD = 0>
+          bool B_RAW = false, bool TC = false, class BE = float, i64 RED_LD = 0, int PAIR = 1>
 __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *__restrict__ B,
                                         float *__restrict__ C, i64 ldc, float alpha, int split,
-                                        const float *__restrict__ bscale = nullptr, float *__restrict__ red = nullptr) {
+                                        const float *__restrict__ bscale = nullptr, float *__restrict__ red = nullptr,
+                                        i64 pa = 0, i64 pb = 0, i64 pc = 0, bool two = false, unsigned red_mask = 1) {
     constexpr bool B_F16 = sizeof(BE) == 2;
     constexpr int NT = BM / 64 * 128, WN = BN < 128 ? BN : 128, NH = BN / WN; // NH wgmmas of WN columns
+    constexpr int NTB = NT * PAIR; // the block's threads: NT a matrix
     // B first in each stage: every tile size here is a multiple of 1024 bytes,
     // so each B tile starts where the swizzle pattern does.
     constexpr int A_LD = TA ? BM + 8 : A_SW ? 32 : 36, A_SIZE = TA ? 32 * A_LD : BM * A_LD;
@@ -256,11 +275,13 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     static_assert(!(A_SW && BN == 64), "BN = 64 takes A from registers");
     static_assert(A_SIZE % 256 == 0, "stages of whole 1024-byte blocks");
     static_assert(RED_LD == 0 || (!B_F16 && RED_LD % 4 == 0), "reductions of fp32 B, 16-byte aligned");
+    static_assert(PAIR == 1 || (PAIR == 2 && BM == 64 && TA && !A_SW && !B_F16 && RED_LD > 0),
+                  "two matrices a block: gQ's, one warpgroup each");
     extern __shared__ float4 smem4[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
     float *smem = reinterpret_cast<float *>(smem4) + ((1024 - raw % 1024) % 1024) / 4; // launch asks 1 KiB more
 
-    float *bsc = smem + STAGES * STAGE; // B_F16: (K + 63) / 64 floats
+    float *bsc = smem + STAGES * PAIR * STAGE; // B_F16: (K + 63) / 64 floats
     const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
     // Whole pairs of k tiles, the last one past K (zeros) where the count is
@@ -269,15 +290,19 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     // gQ's kernel had it at B=64,T=128 and five more public shapes).
     const int ktiles = (int)((kend - kbeg + 63) / 64) * 2;
     const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int wrow = wg * 64 + (threadIdx.x % 128) / 32 * 16; // this warp's 16 rows of the block tile
+    const int mat = PAIR == 1 ? 0 : wg; // PAIR = 2: this warpgroup's matrix; stage s's is tile s * PAIR + mat
+    const int wrow = (PAIR == 1 ? wg : 0) * 64 + (threadIdx.x % 128) / 32 * 16; // this warp's 16 rows of the block tile
 
     auto load = [&](int stage, int kt) {
-        float *Bs = smem + stage * STAGE, *As = Bs + B_SIZE;
         const i64 k0 = kbeg + (i64)kt * 32;
-        copy_tile_sw128<BN, NT>(Bs, B, LDB, n0, k0, N, kend);
-        if constexpr (A_SW) copy_tile_sw128<BM, NT>(As, A, LDA, m0, k0, M, kend);
-        else if constexpr (TA) copy_tile<32, BM, NT>(As, A_LD, A, LDA, k0, m0, kend, M);
-        else copy_tile<BM, 32, NT>(As, A_LD, A, LDA, m0, k0, M, kend);
+#pragma unroll
+        for (int w = 0; w < PAIR; ++w) { // PAIR = 2: all threads copy both matrices' tiles
+            float *Bs = smem + (stage * PAIR + w) * STAGE, *As = Bs + B_SIZE;
+            copy_tile_sw128<BN, NTB>(Bs, B + w * pb, LDB, n0, k0, N, kend);
+            if constexpr (A_SW) copy_tile_sw128<BM, NTB>(As, A, LDA, m0, k0, M, kend);
+            else if constexpr (TA) copy_tile<32, BM, NTB>(As, A_LD, A + w * pa, LDA, k0, m0, kend, M);
+            else copy_tile<BM, 32, NTB>(As, A_LD, A, LDA, m0, k0, M, kend);
+        }
     };
 
     float acc[NH][WN / 2];
@@ -294,6 +319,9 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
         if constexpr (A_SW) round_tile_sw128<BM, NT>(smem + (kt % STAGES) * STAGE + B_SIZE);
         if constexpr (B_F16)
             widen_tile_f16<BN, NT>(smem + (kt % STAGES) * STAGE, bsc[(kbeg + (i64)kt * 32) / 64]);
+        else if constexpr (PAIR == 2) // both batch rows' chunks this thread copied: rounded, summed, one reduction
+            add_tile_sw128<BN, NTB, B_RAW, N, RED_LD, 2>(smem + (kt % STAGES) * PAIR * STAGE, red, n0,
+                                                        kbeg + (i64)kt * 32, kend, STAGE, red_mask);
         else if constexpr (RED_LD > 0) {
             if (red) add_tile_sw128<BN, NT, B_RAW, N, RED_LD>(smem + (kt % STAGES) * STAGE, red, n0, kbeg + (i64)kt * 32, kend);
             else if constexpr (B_RAW) round_tile_sw128<BN, NT>(smem + (kt % STAGES) * STAGE);
@@ -302,7 +330,7 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
         __syncthreads(); // tile kt is in place for everyone; tile kt-2's wgmmas are done in every warpgroup
         if (kt + STAGES - 2 < ktiles) load((kt + STAGES - 2) % STAGES, kt + STAGES - 2);
         cp_async_commit();
-        const float *Bs = smem + (kt % STAGES) * STAGE, *As = Bs + B_SIZE;
+        const float *Bs = smem + ((kt % STAGES) * PAIR + mat) * STAGE, *As = Bs + B_SIZE;
         if constexpr (!A_SW) {
             auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
 #pragma unroll
@@ -343,6 +371,8 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     }
     wg_wait<0>();
     cp_async_wait<0>();
+    if (mat == 1 && !two) return; // B odd: the last block's second warpgroup had a copy of the first's matrices
+    C += mat * pc;
 
     const i64 r = m0 + wrow + g;
 #pragma unroll

@@ -10,6 +10,9 @@
 // stay zero, although gS's padding columns past T hold another value. With
 // RED_FROM = 1 (tile gq_red=2) the output holds batch row 0's gS first, as
 // the attention pass stores it there, and the kernel adds rows 1.. only.
+// With PAIR = 2 (tile gq_pair=1) a block takes two batch rows, one warpgroup
+// each, and adds their sum (B odd: the last block one row, its second
+// warpgroup storing nothing).
 // The configurations are tests/CMakeLists.txt's.
 #include "cuda_on_cpu.h"
 
@@ -34,9 +37,9 @@ float tf32_value(float x) { return __uint_as_float(tc::to_tf32(x) & 0xFFFFE000u)
 typedef void (*wg_kernel)(const float *, const float *, float *, float, const float *, float *);
 
 bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, int b_raw, int red_ld, int ldb,
-             int red_from) {
+             int red_from, int pair) {
     const int NKB = (T + 63) / 64, W = H * 64;
-    std::vector<float> key((size_t)B * H * T * 64), gs((size_t)B * H * T * ldb), out((size_t)B * T * W, NAN);
+    std::vector<float> key((size_t)B * H * T * 64), gs((size_t)B * H * T * ldb), out((size_t)(B + 1) * T * W, NAN); // a batch row past B: nothing may store there
     std::vector<float> red((size_t)H * red_ld * red_ld, 0.f), bscale((size_t)B * H * NKB, 1.f);
     for (auto &x : key) x = (float)uniform_pm1();
     for (size_t r = 0; r < (size_t)B * H * T; ++r)
@@ -48,7 +51,7 @@ bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, in
         for (int i = 0; i < T; ++i)
             for (int j = 0; j < T; ++j) red[((size_t)h * red_ld + i) * red_ld + j] = gs[((size_t)h * T + i) * ldb + j];
     const float alpha = 0.125f;
-    emu_launch(dim3e{(unsigned)((T + BN - 1) / BN), 1, (unsigned)(B * H)}, 128, [&] {
+    emu_launch(dim3e{(unsigned)((T + BN - 1) / BN), 1, (unsigned)((B + pair - 1) / pair * H)}, 128 * pair, [&] {
         kernel(key.data(), gs.data(), out.data(), alpha, bscale.data(), red_ld ? red.data() : nullptr);
     });
     double worst = 0, refmax = 0;
@@ -82,10 +85,11 @@ bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, in
                 red_max = std::fmax(red_max, std::fabs(want));
             }
     // float sums of B values in any order: a few units of the last place.
+    for (size_t x = (size_t)B * T * W; x < out.size(); ++x) outside += !std::isnan(out[x]);
     ok = ok && red_worst <= 1e-6 * B * (red_max + 1) && outside == 0;
-    printf("%s %s: B=%d H=%d T=%d BN=%d B_RAW=%d RED_LD=%d LDB=%d RED_FROM=%d: gQ max abs err %.3g of %.3g; sums max "
-           "abs err %.3g of %.3g, %ld nonzero outside [T, T]\n", ok ? "PASS" : "FAIL", name, B, H, T, BN, b_raw, red_ld, ldb,
-           red_from, worst, refmax, red_worst, red_max, outside);
+    printf("%s %s: B=%d H=%d T=%d BN=%d B_RAW=%d RED_LD=%d LDB=%d RED_FROM=%d PAIR=%d: gQ max abs err %.3g of %.3g; "
+           "sums max abs err %.3g of %.3g, %ld written outside [T, T] or past gQ's B rows\n", ok ? "PASS" : "FAIL",
+           name, B, H, T, BN, b_raw, red_ld, ldb, red_from, pair, worst, refmax, red_worst, red_max, outside);
     return ok;
 }
 
@@ -93,8 +97,8 @@ bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, in
 
 int main() {
     int failed = 0;
-#define WG_CASE(kernel, B, H, T, BN, RAW, RED_LD, LDB, RED_FROM)                                                     \
-    failed += !wg_case(#kernel, kernel, B, H, T, BN, RAW, RED_LD, LDB, RED_FROM);
+#define WG_CASE(kernel, B, H, T, BN, RAW, RED_LD, LDB, RED_FROM, PAIR)                                               \
+    failed += !wg_case(#kernel, kernel, B, H, T, BN, RAW, RED_LD, LDB, RED_FROM, PAIR);
 #include "emu_wg_cases.inc"
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

@@ -272,6 +272,14 @@ int main(void) {
     add_run(runs, &n, tiled_run(3, 1000, 0.1, MASK0, "gq_red=2 gs_round=1"));
     add_run(runs, &n, tiled_run(2, 1024, 0.1, 0, "gq_red=2"));
     add_run(runs, &n, tiled_run(32, 293, 0.1, 0, "gq_red=2 pair=2 att_kb=3"));
+    /* ... with two batch rows a gQ block, summed before one reduction (gq_pair=1): B odd (the last block one row),
+     * T = 17 over row 0 (the first block adds row 1 only), T = 1000 with gS stored rounded, B = 32 at T = 293 in
+     * 64-row blocks with eight stages asked for (six fit), T = 129 in 64-row blocks (p = 0.25). */
+    add_run(runs, &n, tiled_run(3, 352, 0.1, 0, "gq_red=1 gq_pair=1"));
+    add_run(runs, &n, tiled_run(4, 17, 0.1, MASK0, "gq_red=2 gq_pair=1"));
+    add_run(runs, &n, tiled_run(5, 1000, 0.1, MASK0, "gq_red=2 gq_pair=1 gs_round=1"));
+    add_run(runs, &n, tiled_run(32, 293, 0.1, 0, "gq_red=1 gq_pair=1 gq_bn=64 gq_stages=8"));
+    add_run(runs, &n, tiled_run(2, 129, 0.25, MASK0, "gq_red=2 gq_pair=1 gq_bn=64 att_kb=2"));
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     add_run(runs, &n, tiled_run(4, 288, 0.1, MASK0, "side_start=2"));
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles

@@ -992,12 +992,12 @@ static void gs_half_plans(void **state) {
                 assert_int_equal(strncmp(gsinv, "ws:", 3), 0);
                 assert_string_not_equal(gan, gsinv);
                 assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 1;"));
-                assert_non_null(strstr(p.source, ", true, unsigned short, RED_LD>(")); /* ..., TC, fp16 B */
+                assert_non_null(strstr(p.source, ", true, unsigned short, RED_LD, PAIR>(")); /* ..., TC, fp16 B */
             } else {
                 assert_string_equal(gan, "i64:0");
                 assert_string_equal(gsinv, "i64:0");
                 assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 0;"));
-                assert_null(strstr(p.source, "unsigned short, RED_LD>("));
+                assert_null(strstr(p.source, "unsigned short, RED_LD, PAIR>("));
             }
             ws[mode] = p.workspace_bytes;
             kernel_plan_free(&p);
@@ -1572,6 +1572,37 @@ static void att_wc_plans(void **state) {
  * launch after the pass. Where gQ is not that product (gq_tma=1, gs_half=1)
  * or gS is the output itself (gs_direct at B = 1), the plan is the one
  * without it. */
+/* gq_pair=1 over gq_red's plan p (B > 1): gQ's blocks take two batch rows,
+ * one warpgroup each (PAIR = 2, 256 threads, ceil(B/2) blocks a head, the
+ * second row's existence tested against B), in twice the shared memory less
+ * the alignment's KiB where the stages still fit; the other launches as p's. */
+static void gq_pair_plan(gen_state *g, const attnbwd_shape *s, const char *red_tiles, const kernel_plan *p) {
+    char tiles[96], want[96];
+    snprintf(tiles, sizeof tiles, "%s gq_pair=1", red_tiles);
+    kernel_plan q;
+    assert_int_equal(gen_plan(g, s, "sm_90", tiles, &q), ATTNBWD_OK);
+    const plan_launch *gq = launch_named(&q, "_grad_query"), *gq1 = launch_named(p, "_grad_query");
+    const long long B = s->batch, outer = (B + 1) / 2;
+    assert_non_null(strstr(q.source, "constexpr int PAIR = 2;"));
+    snprintf(want, sizeof want, "RED_LD > 0 ? blockIdx.z %% %lld * PAIR : blockIdx.z / 16", outer);
+    assert_non_null(strstr(q.source, want));
+    snprintf(want, sizeof want, "two = PAIR == 2 && z1 + 1 < %lld;", B);
+    assert_non_null(strstr(q.source, want));
+    assert_int_equal(gq->grid[0], gq1->grid[0]);
+    assert_int_equal(gq->grid[2], 16 * outer);
+    assert_int_equal(gq->block[0], 2 * gq1->block[0]);
+    assert_true(gq->shared_bytes <= 2 * gq1->shared_bytes - 1024 && gq->shared_bytes <= 232448);
+    if (2 * gq1->shared_bytes - 1024 <= 232448) assert_int_equal(gq->shared_bytes, 2 * gq1->shared_bytes - 1024);
+    assert_int_equal(q.n_launches, p->n_launches);
+    for (int i = 0; i < q.n_launches; ++i) {
+        assert_string_equal(q.launches[i].name, p->launches[i].name);
+        assert_int_equal(q.launches[i].n_waits, p->launches[i].n_waits);
+        assert_int_equal(q.launches[i].pdl, p->launches[i].pdl);
+    }
+    assert_int_equal(q.unordered_outputs, p->unordered_outputs);
+    kernel_plan_free(&q);
+}
+
 static void gq_red_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -1600,9 +1631,11 @@ static void gq_red_plans(void **state) {
                 assert_non_null(strstr(p.source, "constexpr long long RED_LD = 1024;"));
                 assert_non_null(strstr(q.source, "constexpr long long RED_LD = 0;"));
                 char want[96];
-                snprintf(want, sizeof want, "RED_LD > 0 ? blockIdx.z %% %lld : blockIdx.z / 16", (long long)B);
+                snprintf(want, sizeof want, "RED_LD > 0 ? blockIdx.z %% %lld * PAIR : blockIdx.z / 16", (long long)B);
                 assert_non_null(strstr(p.source, want));
-                assert_non_null(strstr(p.source, mode == 2 ? "z1 >= 1 ? red" : "z1 >= 0 ? red"));
+                assert_non_null(strstr(p.source, "constexpr int PAIR = 1;"));
+                assert_non_null(strstr(p.source, mode == 2 ? "mask = (z1 >= 1)" : "mask = (z1 >= 0)"));
+                gq_pair_plan(g, &s, tiles, &p);
                 assert_non_null(strstr(p.source, mode == 2 ? "constexpr bool OUT0 = 1;" : "constexpr bool OUT0 = 0;"));
                 assert_non_null(strstr(q.source, "constexpr bool OUT0 = 0;"));
                 assert_non_null(strstr(p.source, "constexpr bool WC = 1;"));
@@ -1626,6 +1659,11 @@ static void gq_red_plans(void **state) {
                     assert_int_equal(launch_named(&p, "_bias_zero_cols") != NULL, 64 * nj < 1024);
                 }
             }
+            kernel_plan_free(&p);
+            kernel_plan_free(&q);
+            assert_int_equal(gen_plan(g, &s, "sm_90", "gq_pair=1", &p), ATTNBWD_OK); /* nothing without gq_red */
+            assert_int_equal(gen_plan(g, &s, "sm_90", "gq_pair=0", &q), ATTNBWD_OK);
+            assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
             kernel_plan_free(&p);
             kernel_plan_free(&q);
             const char *off[] = {"gq_tma=1", "gs_half=1"};
