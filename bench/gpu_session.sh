@@ -40,15 +40,14 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, thirty-second session): on an H200, for its table (the
-    # thirty-first session ran gq_red on an H100 only: its cases pass, five H100 entries; docs/benchmarks.md):
-    # 1. gq_red=1 and 2, and gq_pair=1 over each (built without a GPU this session: gQ's blocks take two batch
-    #    rows, one warpgroup each, and add their gS tiles' sum by one reduction; right on the CPU:
-    #    tests/test_emu_wg): their GPU cases; gQ alone against the default (the reductions' cost; expected with
-    #    gq_pair=1: about half of gq_red's extra time, B=32,T=773 ~790 -> ~670 us against the default's 546).
+    # What is still to be measured (2026-12-05, end of the thirty-second session): on an H200, for its table
+    # (gq_red and gq_pair ran on H100s only: their cases pass there, H100 entries; docs/benchmarks.md):
+    # 1. gq_red=1 and 2, and gq_pair=1 over each (gQ's blocks take two batch rows, one warpgroup each, and add
+    #    their gS tiles' sum by one reduction): their GPU cases; gQ alone against the default (the reductions'
+    #    cost; on the H100 gq_pair=1 halved gq_red's extra time at B=32,T=293).
     # 2. One whole-call A/B of the 16, twice, the entry first and last: gq_red=1, gq_red=2, gq_red=2 gs_round=1,
-    #    tr_vec=0, and gq_red=1 / 2 with gq_pair=1 (expected: a further -1.5 to -3% on B = 64, B=16,T=691 and
-    #    B=32,T=773 against gq_red alone; gq_red's +3 to +13% at B = 2 to 16 on medium T about halved).
+    #    tr_vec=0, and gq_red=1 / 2 with gq_pair=1 (expected as on the H100: -3 to -5% at B=32,T=773,
+    #    B=64,T=128, B=16,T=211; gq_red's losses at B = 2 to 8 smaller with gq_pair=1 but still losses).
     # 3. bench/ab_entries.lua: the entries the two runs support, as $ATTNBWD_CACHE_DIR/tuning.lua (and in
     #    $OUT), which bench.py's calls then use (`bench` mode, a call of its own).
     # About 5 minutes on an H200 (the CPU reference of the GPU cases is a minute of it).

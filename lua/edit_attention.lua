@@ -206,8 +206,12 @@ function M.heuristic(shape, arch)
   -- table entries); the output's last bits vary from run to run.
   t.gq_red = 0
   -- gq_pair=1: gq_red's blocks take two batch rows, whose gS tiles they sum
-  -- before one reduction. Built 2026-12-05 (thirty-second session), not yet
-  -- run on a GPU: off.
+  -- before one reduction. Measured (2026-12-05, thirty-second session, an
+  -- H100, A/B of the 16 twice): gQ alone about half of gq_red's extra time
+  -- at B=32,T=293 (107.0 -> 147.0 us with gq_red=1, 126.2 with both); whole
+  -- calls -1 to -6% against gq_red alone at B=16,T=211, B=32,T=773 and
+  -- B = 2 to 8 (where both still lose to no gq_red), +2 to +4% at
+  -- B=64,T=256 and B=16,T=691. Off, as gq_red is; H100 table entries.
   t.gq_pair = 0
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
@@ -473,11 +477,13 @@ function M.candidates(shape)
     t.splitk_red = red
     add(t)
   end
-  if shape.batch > 1 then -- the batch's bias sums by gQ's reductions, into the zeroed output or over row 0
-    for _, red in ipairs { 1, 2 } do
-      local t = M.heuristic(shape)
-      t.gq_red = red
-      add(t)
+  if shape.batch > 1 then -- the batch's bias sums by gQ's reductions, into the zeroed output or over row 0,
+    for _, red in ipairs { 1, 2 } do -- in gQ blocks of one batch row or of two
+      for _, pairs in ipairs { 0, 1 } do
+        local t = M.heuristic(shape)
+        t.gq_red, t.gq_pair = red, pairs
+        add(t)
+      end
     end
   end
   -- gh_bias=1 and mc=2 are not offered: 19% and 28% slower in geomean where

@@ -39,15 +39,23 @@ local lost_on_h100 = {
 -- slower (B = 2 to 16 at medium T) and tr_vec=0 mostly slower. bench.py with
 -- them: 447.3 us against torch.compile TF32's 801.7, all 16 passing
 -- (docs/benchmarks.md). Not measured on an H200.
+-- Thirty-second session (the same two A/B runs with gq_red's gQ blocks of
+-- two batch rows, gq_pair=1): B=32,T=773 (-5.3/-4.5 against gq_red=1's
+-- -4.1/-3.4), B=64,T=128 (-4.2/-2.7, over gq_red=2), B=16,T=211 (-3.0/-3.1,
+-- where gq_red=2 alone was +3.4/+3.2) and B=16,T=176 (-1.9/-1.6). B=16,T=691
+-- keeps gq_red=2 (the rule took gq_red=1 by 0.1%: level). Not measured on
+-- an H200; no bench.py run with them.
 local h100_only = {
   ["edit_attention_bwd B=4 H=16 T=640 dropout=1 precision=0"] = "gq_tma=1 gs_round=1",
   ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0 ga_tma=1 lane_pri=2",
   ["edit_attention_bwd B=2 H=16 T=768 dropout=1 precision=0"] = "side_start=2 ga_tma=1",
-  ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2 gq_red=2",
+  ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2 gq_red=2 gq_pair=1",
   ["edit_attention_bwd B=64 H=16 T=256 dropout=1 precision=0"] = "gq_red=2",
   ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1 att_kb=2 tr_vec=0",
-  ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1 gq_red=1",
+  ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1 gq_red=1 gq_pair=1",
   ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1 gq_red=2",
+  ["edit_attention_bwd B=16 H=16 T=211 dropout=1 precision=0"] = "side_start=1 gq_red=2 gq_pair=1",
+  ["edit_attention_bwd B=16 H=16 T=176 dropout=1 precision=0"] = "pair_kv=1 gq_red=1 gq_pair=1",
 }
 local entries = {}
 for key, tiles in pairs(require("tuning_h200").entries) do

@@ -483,9 +483,10 @@ static const struct {
     int64_t b, t;
     const char *h100, *h200;
 } h100_own[] = {{4, 640, " gq_tma=1", " gq_tma=0"}, {4, 288, " lane_pri=2", " lane_pri=0"},
-                {2, 768, " ga_tma=1", " ga_tma=0"},     {64, 128, " gq_red=2", " gq_red=0"},
+                {2, 768, " ga_tma=1", " ga_tma=0"},     {64, 128, " gq_pair=1", " gq_pair=0"},
                 {64, 256, " gq_red=2", " gq_red=0"},   {2, 449, " tr_vec=0", " tr_vec=1"},
-                {32, 773, " gq_red=1", " gq_red=0"},   {16, 691, " gq_red=2", " gq_red=0"}};
+                {32, 773, " gq_pair=1", " gq_pair=0"}, {16, 691, " gq_red=2", " gq_red=0"},
+                {16, 211, " gq_pair=1", " gq_pair=0"}, {16, 176, " gq_pair=1", " gq_pair=0"}};
 
 /* Tuning tables: the shipped H200 table applies on that model only; the
  * cache folder's table wins over it; an entry that does not fit the shape

@@ -820,12 +820,15 @@ static void edit_attention_plans(void **state) {
                         red = v.red;
                     }
                     if (!strcmp(kind, "grad_query") && strstr(p.source, "gQ^T = scale")) {
-                        /* gQ on wgmma: blocks of gq_bn rows of gS, one warpgroup, per (b, h) */
+                        /* gQ on wgmma: blocks of gq_bn rows of gS, one warpgroup, per (b, h); gq_pair's
+                         * (gq_pair_plan): per two batch rows of a head, one warpgroup each */
                         const long bn = tile(p.tiles, "gq_bn");
+                        const unsigned pair = strstr(p.source, "constexpr int PAIR = 2;") ? 2 : 1;
                         assert_true(bn == 64 || bn == 128);
+                        assert_true(pair == 1 || (tile(p.tiles, "gq_pair") == 1 && tile(p.tiles, "gq_red") >= 1));
                         assert_int_equal(x->grid[0], (unsigned)((s.seq_len + bn - 1) / bn));
-                        assert_int_equal(x->grid[2], (unsigned)(s.batch * 16));
-                        assert_int_equal(x->block[0], 128);
+                        assert_int_equal(x->grid[2], (unsigned)((s.batch + pair - 1) / pair * 16));
+                        assert_int_equal(x->block[0], 128 * pair);
                         char tiles[48];
                         snprintf(tiles, sizeof tiles, "wgmma tiles 64x%ldx32", bn);
                         assert_non_null(strstr(p.source, tiles));
