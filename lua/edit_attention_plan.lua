@@ -687,6 +687,7 @@ local function plan_fused(shape, t, arch)
       -- reductions. Twice the shared memory a block: fewer stages where
       -- gq_stages' would not fit.
       local pairs = gq_red and t.gq_pair == 1 and B > 1 and 2 or 1
+      -- (gs_half: the inverse scales of the K blocks follow the stages.)
       local function gq_smem() return (wg_smem(w, true) - 1024) * pairs + 1024 + (gs_half and 4 * NJ or 0) end
       while pairs == 2 and w.stages > 3 and gq_smem() > smem_limit(arch) do w.stages = w.stages - 1 end
       p.render("gemm_wg_batched_kernel.cu", {
@@ -699,7 +700,6 @@ local function plan_fused(shape, t, arch)
         PAIR = pairs, NB = B,
       })
       if red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
-      -- gs_half: the inverse scales of the K blocks follow the stages.
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, ceil_div(B, pairs) * H },
                { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "i64:0" },
                { w.bm // 64 * 128 * pairs, 1, 1 }, gq_smem())

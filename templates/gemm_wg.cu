@@ -291,7 +291,7 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     const int ktiles = (int)((kend - kbeg + 63) / 64) * 2;
     const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int mat = PAIR == 1 ? 0 : wg; // PAIR = 2: this warpgroup's matrix; stage s's is tile s * PAIR + mat
-    const int wrow = (PAIR == 1 ? wg : 0) * 64 + (threadIdx.x % 128) / 32 * 16; // this warp's 16 rows of the block tile
+    const int wrow = (PAIR == 1 ? wg : 0) * 64 + (threadIdx.x % 128) / 32 * 16; // this warp's 16 rows of its tile
 
     auto load = [&](int stage, int kt) {
         const i64 k0 = kbeg + (i64)kt * 32;
