@@ -548,7 +548,7 @@ static void tuning_tables(void **state) {
     ctx = test_open(dir, &lc);
     assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* another GPU: heuristic */
     /* The shipped H100 table: the H200's problem-2 entries but the one that lost on the H100 (B=8,T=448),
-     * and eight of its own (h100_own), none of problem 1's. */
+     * and ten of its own (h100_own), none of problem 1's. */
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=0 threads_per_row=32"));
     const int side_start_at[][3] = {{2, 449, 1}, {1, 373, 1}, {8, 448, 0}, {4, 640, 0}};
     for (size_t i = 0; i < sizeof side_start_at / sizeof side_start_at[0]; i++) {

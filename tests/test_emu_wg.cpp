@@ -39,7 +39,8 @@ typedef void (*wg_kernel)(const float *, const float *, float *, float, const fl
 bool wg_case(const char *name, wg_kernel kernel, int B, int H, int T, int BN, int b_raw, int red_ld, int ldb,
              int red_from, int pair) {
     const int NKB = (T + 63) / 64, W = H * 64;
-    std::vector<float> key((size_t)B * H * T * 64), gs((size_t)B * H * T * ldb), out((size_t)(B + 1) * T * W, NAN); // a batch row past B: nothing may store there
+    // out has a batch row past B: nothing may store there.
+    std::vector<float> key((size_t)B * H * T * 64), gs((size_t)B * H * T * ldb), out((size_t)(B + 1) * T * W, NAN);
     std::vector<float> red((size_t)H * red_ld * red_ld, 0.f), bscale((size_t)B * H * NKB, 1.f);
     for (auto &x : key) x = (float)uniform_pm1();
     for (size_t r = 0; r < (size_t)B * H * T; ++r)

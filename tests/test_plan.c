@@ -1563,18 +1563,6 @@ static void att_wc_plans(void **state) {
     gen_close(g);
 }
 
-/* gq_red=1 and 2: gQ's batched wgmma product adds gS tiles into
- * grad_edit_region_bias (its last argument; RED_LD 1024, its blocks head by
- * head: z1 = blockIdx.z % B); the pass makes the within/cross sums (WC 1,
- * within_cross) and no bias_grads launch reads gS back; that output is
- * listed as unordered. gq_red=1: a side lane zeroes the whole output, and gQ
- * waits for that launch (an event). gq_red=2: the pass stores batch row 0's
- * gS into the output (OUT0, its last argument) and gQ adds rows 1.. (z1 >=
- * 1), the rows past T and the columns past the last key block zeroed beside
- * (bias_zero_rows, bias_zero_cols), and gQ waits on no event: a programmatic
- * launch after the pass. Where gQ is not that product (gq_tma=1, gs_half=1)
- * or gS is the output itself (gs_direct at B = 1), the plan is the one
- * without it. */
 /* gq_pair=1 over gq_red's plan p (B > 1): gQ's blocks take two batch rows,
  * one warpgroup each (PAIR = 2, 256 threads, ceil(B/2) blocks a head, the
  * second row's existence tested against B), in twice the shared memory less
@@ -1594,8 +1582,8 @@ static void gq_pair_plan(gen_state *g, const attnbwd_shape *s, const char *red_t
     assert_int_equal(gq->grid[0], gq1->grid[0]);
     assert_int_equal(gq->grid[2], 16 * outer);
     assert_int_equal(gq->block[0], 2 * gq1->block[0]);
-    assert_true(gq->shared_bytes <= 2 * gq1->shared_bytes - 1024 && gq->shared_bytes <= 232448);
-    if (2 * gq1->shared_bytes - 1024 <= 232448) assert_int_equal(gq->shared_bytes, 2 * gq1->shared_bytes - 1024);
+    assert_true(gq->shared_bytes <= 2 * gq1->shared_bytes - 1024 && gq->shared_bytes <= 227 * 1024);
+    if (2 * gq1->shared_bytes - 1024 <= 227 * 1024) assert_int_equal(gq->shared_bytes, 2 * gq1->shared_bytes - 1024);
     assert_int_equal(q.n_launches, p->n_launches);
     for (int i = 0; i < q.n_launches; ++i) {
         assert_string_equal(q.launches[i].name, p->launches[i].name);
@@ -1606,6 +1594,18 @@ static void gq_pair_plan(gen_state *g, const attnbwd_shape *s, const char *red_t
     kernel_plan_free(&q);
 }
 
+/* gq_red=1 and 2: gQ's batched wgmma product adds gS tiles into
+ * grad_edit_region_bias (its last argument; RED_LD 1024, its blocks head by
+ * head: z1 = blockIdx.z % B); the pass makes the within/cross sums (WC 1,
+ * within_cross) and no bias_grads launch reads gS back; that output is
+ * listed as unordered. gq_red=1: a side lane zeroes the whole output, and gQ
+ * waits for that launch (an event). gq_red=2: the pass stores batch row 0's
+ * gS into the output (OUT0, its last argument) and gQ adds rows 1.. (z1 >=
+ * 1), the rows past T and the columns past the last key block zeroed beside
+ * (bias_zero_rows, bias_zero_cols), and gQ waits on no event: a programmatic
+ * launch after the pass. Where gQ is not that product (gq_tma=1, gs_half=1)
+ * or gS is the output itself (gs_direct at B = 1), the plan is the one
+ * without it. Each mode again with gq_pair=1: gq_pair_plan. */
 static void gq_red_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -1664,11 +1664,13 @@ static void gq_red_plans(void **state) {
             }
             kernel_plan_free(&p);
             kernel_plan_free(&q);
-            assert_int_equal(gen_plan(g, &s, "sm_90", "gq_pair=1", &p), ATTNBWD_OK); /* nothing without gq_red */
-            assert_int_equal(gen_plan(g, &s, "sm_90", "gq_pair=0", &q), ATTNBWD_OK);
-            assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
-            kernel_plan_free(&p);
-            kernel_plan_free(&q);
+            if (mode == 1) { /* gq_pair=1 changes nothing without gq_red */
+                assert_int_equal(gen_plan(g, &s, "sm_90", "gq_pair=1", &p), ATTNBWD_OK);
+                assert_int_equal(gen_plan(g, &s, "sm_90", "gq_pair=0", &q), ATTNBWD_OK);
+                assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
+                kernel_plan_free(&p);
+                kernel_plan_free(&q);
+            }
             const char *off[] = {"gq_tma=1", "gs_half=1"};
             for (int v = 0; v < 2; ++v) {
                 char both[160];
