@@ -245,7 +245,8 @@ local CHOICES = {
   { "lane0", { 0, 1 }, "lane 0 on a stream of ours of the greatest priority, or on the caller's stream" },
   { "lane_pri", { 0, 1, 2 }, "lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest" },
   { "gq_bn", { 64, 128 }, "rows of gS a block of gQ on wgmma takes" },
-  { "gq_stages", { 4, 6, 8 }, "k tiles in shared memory for gQ on wgmma (that many less 2 load ahead)" },
+  { "gq_stages", { 3, 4, 6, 8 }, "k tiles in shared memory for gQ on wgmma (that many less 2 load ahead; 3 with "
+                               .. "gq_pair=1 and gq_bn=64: two blocks an SM)" },
   { "p_issuer", { 0, 1 }, "with att_tma=1, P and Pd asked of the TMA by the thread that asks for the rows, "
                           .. "or by another warp's" },
   { "gemm_bias", { 0, 1, 2 }, "the bias gradients' column sums in a pass of their own, inside the TMA-fed TA "

@@ -690,6 +690,11 @@ local function plan_fused(shape, t, arch)
       -- (gs_half: the inverse scales of the K blocks follow the stages.)
       local function gq_smem() return (wg_smem(w, true) - 1024) * pairs + 1024 + (gs_half and 4 * NJ or 0) end
       while pairs == 2 and w.stages > 3 and gq_smem() > smem_limit(arch) do w.stages = w.stages - 1 end
+      -- Two pair blocks an SM where their shared memory allows (64-row blocks
+      -- of three stages, gq_stages=3; an SM has a block's limit and 1 KiB
+      -- more, and each block 1 KiB of it reserved): then each thread must
+      -- keep to 128 registers (ptxas: 138 unasked, 128 asked, no spills).
+      local minb = pairs == 2 and 2 * (gq_smem() + 1024) <= smem_limit(arch) + 1024 and 2 or 1
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
@@ -697,7 +702,7 @@ local function plan_fused(shape, t, arch)
         SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D,
         B_T = gs_half and "unsigned short" or "float", NKB = NJ,
         B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = ceil_div(B, pairs), RED_FROM = red_out0 and 1 or 0,
-        PAIR = pairs, NB = B,
+        PAIR = pairs, NB = B, MINB = minb,
       })
       if red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, ceil_div(B, pairs) * H },

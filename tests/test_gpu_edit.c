@@ -280,6 +280,10 @@ int main(void) {
     add_run(runs, &n, tiled_run(5, 1000, 0.1, MASK0, "gq_red=2 gq_pair=1 gs_round=1"));
     add_run(runs, &n, tiled_run(32, 293, 0.1, 0, "gq_red=1 gq_pair=1 gq_bn=64 gq_stages=8"));
     add_run(runs, &n, tiled_run(2, 129, 0.25, MASK0, "gq_red=2 gq_pair=1 gq_bn=64 att_kb=2"));
+    /* ... in 64-row blocks of three stages, two an SM (gq_stages=3): B odd at T = 256 (K in whole k tiles), B = 6
+     * at T = 97 with key zeros. */
+    add_run(runs, &n, tiled_run(5, 256, 0.1, 0, "gq_red=2 gq_pair=1 gq_bn=64 gq_stages=3"));
+    add_run(runs, &n, tiled_run(6, 97, 0.1, MASK0, "gq_red=1 gq_pair=1 gq_bn=64 gq_stages=3"));
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     add_run(runs, &n, tiled_run(4, 288, 0.1, MASK0, "side_start=2"));
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles

@@ -1591,6 +1591,17 @@ static void gq_pair_plan(gen_state *g, const attnbwd_shape *s, const char *red_t
         assert_int_equal(q.launches[i].pdl, p->launches[i].pdl);
     }
     assert_int_equal(q.unordered_outputs, p->unordered_outputs);
+    /* gq_stages=3 in 64-row blocks: two blocks fit an SM's 228 KiB (each with
+     * its reserved KiB), and ptxas is asked for two; with more stages, one. */
+    assert_non_null(strstr(q.source, "* 128 * 2, 1)"));
+    snprintf(tiles, sizeof tiles, "%s gq_pair=1 gq_bn=64 gq_stages=3", red_tiles);
+    kernel_plan r;
+    assert_int_equal(gen_plan(g, s, "sm_90", tiles, &r), ATTNBWD_OK);
+    const plan_launch *gq3 = launch_named(&r, "_grad_query");
+    assert_true(2 * (gq3->shared_bytes + 1024) <= 228 * 1024);
+    assert_non_null(strstr(r.source, "__launch_bounds__(64 / 64 * 128 * 2, 2)"));
+    assert_int_equal(gq3->block[0], 256);
+    kernel_plan_free(&r);
     kernel_plan_free(&q);
 }
 
