@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: gq_red's and gq_pair's cases and A/B, tr_vec=0
+#   bench/gpu_session.sh pending what is still to be measured: the H100's B=16,T=691 entry, its table benched
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,29 +40,19 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-05, end of the thirty-second session): on an H200, for its table
-    # (gq_red and gq_pair ran on H100s only: their cases pass there, H100 entries; docs/benchmarks.md):
-    # 1. gq_red=1 and 2, and gq_pair=1 over each (gQ's blocks take two batch rows, one warpgroup each, and add
-    #    their gS tiles' sum by one reduction): their GPU cases; gQ alone against the default (the reductions'
-    #    cost; on the H100 gq_pair=1 halved gq_red's extra time at B=32,T=293).
-    # 2. One whole-call A/B of the 16, twice, the entry first and last: gq_red=1, gq_red=2, gq_red=2 gs_round=1,
-    #    tr_vec=0, and gq_red=1 / 2 with gq_pair=1 (expected as on the H100: -3 to -5% at B=32,T=773,
-    #    B=64,T=128, B=16,T=211; gq_red's losses at B = 2 to 8 smaller with gq_pair=1 but still losses).
-    # 3. bench/ab_entries.lua: the entries the two runs support, as $ATTNBWD_CACHE_DIR/tuning.lua (and in
-    #    $OUT), which bench.py's calls then use (`bench` mode, a call of its own).
-    # About 5 minutes on an H200 (the CPU reference of the GPU cases is a minute of it).
-    ATTNBWD_TEST_PRECISION=tf32 ATTNBWD_TEST_MATCH=gq_red timeout 240 build/tests/test_gpu_edit 2>&1 |
-      tee "$OUT/gq_red_cases.txt"
-    echo "test_gpu_edit exit: ${PIPESTATUS[0]}" | tee -a "$OUT/gq_red_cases.txt"
-    AB_SHAPES=15,16,7,3,4,6,10 AB_REPS=2 build/attnbwd -q lua bench/ab.lua time:grad_query sol072_workload \
-      "+ga_bm=0" "+gq_red=1" "+gq_red=2" "+gq_red=1 gq_pair=1" "+gq_red=2 gq_pair=1" 2>&1 | tee "$OUT/gq_red_alone.txt"
-    variants=("+gq_red=1" "+gq_red=2" "+gq_red=2 gs_round=1" "+tr_vec=0" "+gq_red=1 gq_pair=1" "+gq_red=2 gq_pair=1")
+    # What is still to be measured (2026-12-06, end of the thirty-third session; the H200 has measured gq_red,
+    # gq_pair and gq_stages=3, its table has their five entries, bench.py 405.1 us there):
+    # 1. On an H100: B=16,T=691 with the H200's entry (+ga_bm=0: gq_pair in 64-row blocks of three stages)
+    #    and gq_red=1 gq_pair=1, twice, the H100's own entry first and last (one run had them 2.9% and 4.1%
+    #    ahead of the H200's former entry).
+    # 2. bench.py with the H100 table (gq_pair's entries were never benched there), as `bench` mode does.
+    # About 3 minutes.
     for r in 1 2; do
-      AB_REPS=3 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "${variants[@]}" "+ga_bm=0" 2>&1 |
-        tee "$OUT/ab_$r.txt"
+      AB_SHAPES=16 AB_REPS=4 build/attnbwd -q lua bench/ab.lua time sol072_workload "side_start=1 gq_red=2" \
+        "+ga_bm=0" "side_start=1 gq_red=1 gq_pair=1" "side_start=1 gq_red=2" 2>&1 |
+        tee "$OUT/ab_691_$r.txt"
     done
-    build/attnbwd -q lua bench/ab_entries.lua "$OUT/ab_1.txt" "$OUT/ab_2.txt" "$OUT/tuning.lua" "${variants[@]}" |
-      tee "$OUT/entries.txt"
-    cp "$OUT/tuning.lua" "$ATTNBWD_CACHE_DIR/tuning.lua"
+    python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --tools ours,compile_tf32 \
+      --delay-cycles 60000000 --json "$OUT/bench.json" --png "$OUT/bench.png" 2>&1 | tee "$OUT/bench.txt"
     ;;
 esac

@@ -79,6 +79,7 @@ function M.heuristic(shape, arch)
   -- alone 9-15% faster with 6 or 8 at B=1 (one block an SM) and 4% at
   -- B=4,T=640, 15-30% slower at large B (fewer blocks an SM); the calls
   -- 423.3 (6) and 425.8 (8) against 418.6 us, B=1,T=853 -1.5%. So 4.
+  -- (3: gq_pair's 64-row blocks, two an SM; an H200 entry at B=16,T=691.)
   t.gq_stages = 4
   -- grad_hidden and grad_qkv_weight in one launch where B*T is small (each
   -- product a wave or two of tiles, which ran one after the other): 1.8-4.4%

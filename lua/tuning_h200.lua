@@ -49,10 +49,7 @@ return {
     -- at B=1,T=373, B=1,T=853 and B=2,T=449, measured at the end.)
     ["edit_attention_bwd B=1 H=16 T=373 dropout=1 precision=0"] = "side_start=1 pair_dsm=1 gs_round=1",
     ["edit_attention_bwd B=1 H=16 T=853 dropout=1 precision=0"] = "side_start=1 pair_kv=1 gs_round=1",
-    ["edit_attention_bwd B=16 H=16 T=211 dropout=1 precision=0"] = "side_start=1",
     ["edit_attention_bwd B=8 H=16 T=448 dropout=1 precision=0"] = "side_start=1",
-    ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1",
-    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1 att_kb=2",
     -- And grad_hidden with grad_qkv_weight in one launch (pair=1, the
     -- heuristic's only where B*T <= 4096) won on these two in three runs:
     -- B=64,T=128 with side_start=1 725.8 / 738.5 / 756.7 against 765.7 / 775.3 /
@@ -60,8 +57,6 @@ return {
     -- (Fifteenth session: B=64,T=128 with two key blocks a block of the
     -- attention pass too, att_kb=2: 699.2 against 715.6 us in the A/B, its pass
     -- alone 110 against 124 us.)
-    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2",
-    ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1",
     -- The pair's k and v parts beside gQ (pair_kv=1): B=16,T=176 310.5 against
     -- 324.1 us, B=2,T=352 134.8 against 141.7 in the A/B; slower or level on
     -- the other nine paired workloads (B=8,T=448 +6%).
@@ -103,5 +98,20 @@ return {
     -- B=32,T=773; B=4,T=640 -0.7 to -1.1%.)
     ["edit_attention_bwd B=32 H=16 T=293 dropout=1 precision=0"] = "pair=2 att_kb=3",
     ["edit_attention_bwd B=1 H=16 T=1024 dropout=1 precision=0"] = "ga_tma=1 side_start=1 gs_round=1",
+    -- Thirty-third session (2026-12-06): the edit-bias batch sums by gQ's
+    -- float reductions (gq_red), gQ's blocks of two batch rows (gq_pair), in
+    -- 64-row blocks of three stages (gq_stages=3), and the transposes with
+    -- 4-byte accesses (tr_vec=0), laid over this table: two A/B runs of the
+    -- 16 (the entry first and last; bench/ab_entries.lua's rule), % against
+    -- the entry's mean, run 1 / run 2. They replace these five entries:
+    -- B=32,T=773 -4.9/-5.7, B=16,T=691 -4.8/-5.1, B=2,T=449 -4.1/-3.8,
+    -- B=64,T=128 -3.3/-2.6, B=16,T=211 -1.9/-2.3. gq_red lost 2-12% at B = 2
+    -- to 8 (gQ on the chain). bench.py with them: 405.1 and 405.3 us
+    -- (docs/benchmarks.md).
+    ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1 gq_red=1 gq_pair=1",
+    ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1 gq_red=2 gq_pair=1 gq_bn=64 gq_stages=3",
+    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1 att_kb=2 tr_vec=0",
+    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2 gq_red=2 gq_pair=1",
+    ["edit_attention_bwd B=16 H=16 T=211 dropout=1 precision=0"] = "side_start=1 gq_red=2 gq_pair=1",
   },
 }

@@ -483,10 +483,14 @@ static const struct {
     int64_t b, t;
     const char *h100, *h200;
 } h100_own[] = {{4, 640, " gq_tma=1", " gq_tma=0"}, {4, 288, " lane_pri=2", " lane_pri=0"},
-                {2, 768, " ga_tma=1", " ga_tma=0"},     {64, 128, " gq_pair=1", " gq_pair=0"},
-                {64, 256, " gq_red=2", " gq_red=0"},   {2, 449, " tr_vec=0", " tr_vec=1"},
-                {32, 773, " gq_pair=1", " gq_pair=0"}, {16, 691, " gq_red=2", " gq_red=0"},
-                {16, 211, " gq_pair=1", " gq_pair=0"}, {16, 176, " gq_pair=1", " gq_pair=0"}};
+                {2, 768, " ga_tma=1", " ga_tma=0"}, {64, 256, " gq_red=2", " gq_red=0"},
+                {16, 691, " gq_pair=0", " gq_pair=1"}, {16, 176, " gq_pair=1", " gq_pair=0"}};
+
+/* Problem 2's H200 entries (thirty-third session) that the H100 takes from it: the same tiles won on both. */
+static const struct {
+    int64_t b, t;
+    const char *both;
+} gq_shared[] = {{64, 128, " gq_pair=1"}, {2, 449, " tr_vec=0"}, {32, 773, " gq_red=1"}, {16, 211, " gq_red=2"}};
 
 /* Tuning tables: the shipped H200 table applies on that model only; the
  * cache folder's table wins over it; an entry that does not fit the shape
@@ -507,6 +511,9 @@ static void tuning_tables(void **state) {
     assert_edit_tiles_have(ctx, 32, 293, " att_kb=3", "H200"); /* blocks of two key blocks and of one */
     for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
         assert_edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h200, "H200");
+    for (size_t i = 0; i < sizeof gq_shared / sizeof gq_shared[0]; i++)
+        assert_edit_tiles_have(ctx, gq_shared[i].b, gq_shared[i].t, gq_shared[i].both, "H200");
+    assert_edit_tiles_have(ctx, 16, 691, " gq_stages=3", "H200"); /* two gQ blocks of two batch rows an SM */
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
@@ -548,7 +555,7 @@ static void tuning_tables(void **state) {
     ctx = test_open(dir, &lc);
     assert_non_null(strstr(tiles_of(ctx, 1, 16, 919, 0), "threads_per_row=128")); /* another GPU: heuristic */
     /* The shipped H100 table: the H200's problem-2 entries but the one that lost on the H100 (B=8,T=448),
-     * and ten of its own (h100_own), none of problem 1's. */
+     * and six of its own (h100_own), none of problem 1's. */
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=0 threads_per_row=32"));
     const int side_start_at[][3] = {{2, 449, 1}, {1, 373, 1}, {8, 448, 0}, {4, 640, 0}};
     for (size_t i = 0; i < sizeof side_start_at / sizeof side_start_at[0]; i++) {
@@ -560,6 +567,8 @@ static void tuning_tables(void **state) {
     /* and its own entries */
     for (size_t i = 0; i < sizeof h100_own / sizeof h100_own[0]; i++)
         assert_edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h100, "H100");
+    for (size_t i = 0; i < sizeof gq_shared / sizeof gq_shared[0]; i++)
+        assert_edit_tiles_have(ctx, gq_shared[i].b, gq_shared[i].t, gq_shared[i].both, "H100");
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_GPU_MODEL");
     test_rmtree(dir);
