@@ -105,7 +105,7 @@ return {
     -- 16 (the entry first and last; bench/ab_entries.lua's rule), % against
     -- the entry's mean, run 1 / run 2. They replace these five entries:
     -- B=32,T=773 -4.9/-5.7, B=16,T=691 -4.8/-5.1, B=2,T=449 -4.1/-3.8,
-    -- B=64,T=128 -3.3/-2.6, B=16,T=211 -1.9/-2.3. gq_red lost 2-12% at B = 2
+    -- B=64,T=128 -3.3/-2.6, B=16,T=211 -1.9/-2.3. gq_red lost 1.4-12% at B = 2
     -- to 8 (gQ on the chain). bench.py with them: 405.1 and 405.3 us
     -- (docs/benchmarks.md).
     ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "pair=1 gq_red=1 gq_pair=1",
