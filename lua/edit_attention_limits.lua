@@ -26,6 +26,14 @@ function M.smem_limit(arch)
   return 48 * 1024
 end
 
+-- Blocks an SM a kernel asks ptxas to allow for (__launch_bounds__' second
+-- argument): 2 where two blocks of `bytes` shared memory (dynamic and static)
+-- fit an SM, which has a block's limit and 1 KiB more and reserves 1 KiB a
+-- block; else 1.
+function M.min_blocks(bytes, arch)
+  return 2 * (bytes + 1024) <= M.smem_limit(arch) + 1024 and 2 or 1
+end
+
 -- Dynamic shared memory of the attention pass (templates/attention_fused.cu's
 -- SMEM_FLOATS); its static arrays take 8 * bj + 32 bytes more. p_stages > 0:
 -- a ring of that many P and Pd tiles instead of the one Pd tile.

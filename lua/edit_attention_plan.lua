@@ -32,7 +32,7 @@ local M = {}
 
 local H, D, HID, QKV, POS, COL_SPLIT = limits.H, limits.D, limits.HID, limits.QKV, limits.POS, limits.COL_SPLIT
 local SMS = limits.SMS
-local ceil_div, smem_limit, att_on_wg = limits.ceil_div, limits.smem_limit, limits.att_on_wg
+local ceil_div, smem_limit, min_blocks, att_on_wg = limits.ceil_div, limits.smem_limit, limits.min_blocks, limits.att_on_wg
 local pdl_arch = limits.pdl_arch
 local attention_smem, attention_wg_smem = limits.attention_smem, limits.attention_wg_smem
 local GEMM_BK, GEMM_CONFIGS = tiles.GEMM_BK, tiles.GEMM_CONFIGS
@@ -691,10 +691,8 @@ local function plan_fused(shape, t, arch)
       local function gq_smem() return (wg_smem(w, true) - 1024) * pairs + 1024 + (gs_half and 4 * NJ or 0) end
       while pairs == 2 and w.stages > 3 and gq_smem() > smem_limit(arch) do w.stages = w.stages - 1 end
       -- Two pair blocks an SM where their shared memory allows (64-row blocks
-      -- of three stages, gq_stages=3; an SM has a block's limit and 1 KiB
-      -- more, and each block 1 KiB of it reserved): then each thread must
-      -- keep to 128 registers (ptxas: 138 unasked, 128 asked, no spills).
-      local minb = pairs == 2 and 2 * (gq_smem() + 1024) <= smem_limit(arch) + 1024 and 2 or 1
+      -- of three stages, gq_stages=3): then each thread must keep to 128
+      -- registers (ptxas: 138 unasked, 128 asked, no spills).
       p.render("gemm_wg_batched_kernel.cu", {
         NAME = kname, COMMENT = "gQ^T = scale * k_h^T @ gS^T per (b, h), stored as gQ into grad_qkv[:, 0:1024]",
         M = D, N = T, K = T, LDA = D, LDB = gs_ld, LDC = QKV, BM = w.bm, BN = w.bn, STAGES = w.stages,
@@ -702,7 +700,7 @@ local function plan_fused(shape, t, arch)
         SB1 = H * gs_rows * gs_ld, SB0 = gs_rows * gs_ld, SC1 = T * QKV, SC0 = D,
         B_T = gs_half and "unsigned short" or "float", NKB = NJ,
         B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = ceil_div(B, pairs), RED_FROM = red_out0 and 1 or 0,
-        PAIR = pairs, NB = B, MINB = minb,
+        PAIR = pairs, NB = B, MIN_BLOCKS = pairs == 2 and min_blocks(gq_smem(), arch) or 1,
       })
       if red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
       p.kernel("grad_query", { ceil_div(T, w.bn), 1, ceil_div(B, pairs) * H },
@@ -761,12 +759,12 @@ local function plan_fused(shape, t, arch)
     gemm(ghid)
   end
 
-  -- Two attention blocks per SM where two fit (each also holds 1 KiB the
-  -- system reserves); the kernel then keeps to 128 registers.
-  local att_bytes = attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 + 1024
+  -- Two attention blocks per SM where two fit; the kernel then keeps to 128
+  -- registers.
+  local att_bytes = attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32
   p.render("attention_fused.cu", { B = B, T = T, BJ = t.bj, MODE = mode, PREFIX = p.prefix,
                                    STORE_GS = t.gs_store, GS_LD = gs_ld, KV_SPLIT = t.kv_split, P_STAGES = t.p_stages,
-                                   MIN_BLOCKS = 2 * att_bytes <= smem_limit(arch) + 1024 and 2 or 1,
+                                   MIN_BLOCKS = min_blocks(att_bytes, arch),
                                    SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,

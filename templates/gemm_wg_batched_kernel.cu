@@ -9,9 +9,9 @@
 // blockIdx.z = z0 * {{OUTER}} + z1 / {{PAIR}} instead: the blocks resident at once then add into the rows of one
 // or two heads (a few MB), which stay in L2 between the batch rows' adds. PAIR = 2 (tile gq_pair=1): batch rows
 // z1 and z1 + 1 (where z1 + 1 < {{NB}}) a block, one warpgroup each, their tiles summed before one reduction.
-// {{MINB}} blocks an SM asked of the register allocation (2: the pair's 64-row blocks of three stages, whose
+// {{MIN_BLOCKS}} blocks an SM asked of the register allocation (2: the pair's 64-row blocks of three stages, whose
 // shared memory lets two share an SM once each thread keeps to 128 registers).
-extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128 * {{PAIR}}, {{MINB}})
+extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128 * {{PAIR}}, {{MIN_BLOCKS}})
 {{NAME}}(const float *__restrict__ A, const {{B_T}} *__restrict__ B, float *__restrict__ C, float alpha,
          const float *__restrict__ bscale, float *__restrict__ red) {
     tc::pdl_enter();
