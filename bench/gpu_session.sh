@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: the H100's B=16,T=691 entry, its table benched
+#   bench/gpu_session.sh pending what is still to be measured: bench.py with the H100 table's new B=16,T=691 entry
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,18 +40,9 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-06, end of the thirty-third session; the H200 has measured gq_red,
-    # gq_pair and gq_stages=3, its table has their five entries, bench.py 405.1 us there):
-    # 1. On an H100: B=16,T=691 with the H200's entry (+ga_bm=0: gq_pair in 64-row blocks of three stages)
-    #    and gq_red=1 gq_pair=1, twice, the H100's own entry first and last (one run had them 2.9% and 4.1%
-    #    ahead of the H200's former entry).
-    # 2. bench.py with the H100 table (gq_pair's entries were never benched there), as `bench` mode does.
-    # About 3 minutes.
-    for r in 1 2; do
-      AB_SHAPES=16 AB_REPS=4 build/attnbwd -q lua bench/ab.lua time sol072_workload "side_start=1 gq_red=2" \
-        "+ga_bm=0" "side_start=1 gq_red=1 gq_pair=1" "side_start=1 gq_red=2" 2>&1 |
-        tee "$OUT/ab_691_$r.txt"
-    done
+    # What is still to be measured (2026-12-06, end of the thirty-fourth session): on an H100, bench.py with
+    # the H100 table's new B=16,T=691 entry (gq_red=1 gq_pair=1: -3.8/-4.3% in two A/B runs; the bench of
+    # that session, 444.4 us, ran before it). About 2 minutes.
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --tools ours,compile_tf32 \
       --delay-cycles 60000000 --json "$OUT/bench.json" --png "$OUT/bench.png" 2>&1 | tee "$OUT/bench.txt"
     ;;

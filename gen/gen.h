@@ -13,6 +13,7 @@
 #define PLAN_MAX_LANES 4
 #define PLAN_MAX_EVENTS 16
 #define PLAN_MAX_WAITS 4
+#define PLAN_MAX_ARGS 16 /* a launch's kernel arguments (the attention pass on wgmma takes 16) */
 
 /* One kernel launch of a plan with several (problem 2): its function, its
  * launch shape, and its arguments by name ("in:grad_output", "ws:4096",

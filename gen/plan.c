@@ -84,7 +84,6 @@ static int dims_field(lua_State *L, int t, const char *k, unsigned d[3]) {
 }
 
 #define MAX_LAUNCHES 64
-#define MAX_ARGS 16
 
 /* An optional integer field in [lo, hi]; absent: dflt. 0 when out of range. */
 static int int_field(lua_State *L, int t, const char *k, lua_Integer lo, lua_Integer hi, lua_Integer dflt, int *v) {
@@ -147,9 +146,9 @@ static attnbwd_status read_launch(lua_State *L, int t, plan_launch *l) {
     l->shared_bytes = (unsigned)sh;
     lua_getfield(L, t, "args");
     int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
-    if (n < 0 || n > MAX_ARGS) {
+    if (n < 0 || n > PLAN_MAX_ARGS) {
         lua_pop(L, 1);
-        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s needs an args list of at most %d", l->name, MAX_ARGS);
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s needs an args list of at most %d", l->name, PLAN_MAX_ARGS);
     }
     l->args = calloc((size_t)n + 1, sizeof *l->args);
     for (int i = 0; l->args && i < n; ++i) {

@@ -153,10 +153,10 @@ static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention
                                  int programmatic) {
     const plan_launch *l = &k->plan.launches[i];
     const float one = 1.0f;
-    arg_value values[16];
-    void *argv[17] = {0}; /* NULL after the last: a kernel taking more would find it (tests/fake_cuda does) */
+    arg_value values[PLAN_MAX_ARGS];
+    void *argv[PLAN_MAX_ARGS + 1] = {0}; /* NULL after the last: a kernel taking more would find it (tests/fake_cuda does) */
     attnbwd_status s;
-    for (int a = 0; a < l->n_args && a < 16; ++a) {
+    for (int a = 0; a < l->n_args && a < PLAN_MAX_ARGS; ++a) {
         if ((s = bind(args, l->args[a], &one, &values[a])) != ATTNBWD_OK) return s;
         argv[a] = &values[a];
     }
