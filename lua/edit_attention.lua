@@ -214,6 +214,11 @@ function M.heuristic(shape, arch)
   -- B = 2 to 8 (where both still lose to no gq_red), +2 to +4% at
   -- B=64,T=256 and B=16,T=691. Off, as gq_red is; H100 table entries.
   t.gq_pair = 0
+  -- att_items: the pass of two key blocks a block (att_kb=2) takes that many
+  -- (pair, head) items a block one after another, each next item's loads
+  -- beside the last step of the one before (0: as lua/edit_attention_plan.lua's
+  -- attention_items models it). 1 until measured.
+  t.att_items = 1
   t.side_start = 0 -- the side lanes after gA: mixed per workload (docs/lua-api.md; lua/tuning_h200.lua sets it on six)
   -- A device with less shared memory: no ring, then smaller key blocks, else the first sequence.
   local limit = smem_limit(arch)
@@ -297,6 +302,9 @@ local CHOICES = {
                           .. "pass stores there" },
   { "gq_pair", { 0, 1 }, "gq_red's gQ blocks of one batch row, or of two (one warpgroup each), their gS tiles summed "
                         .. "before one reduction: half the reductions" },
+  { "att_items", { 0, 1, 2, 3, 4, 6, 8 }, "(pair of key blocks, head) items a block of the attention pass on wgmma "
+                                         .. "takes one after another where it takes two key blocks (att_kb=2): "
+                                         .. "that many at most, or (0) as many as the model says" },
   { "splitk_red", { 0, 1, 2 }, "a split TMA-fed product's K slices added by a reduce launch in slice order (the "
                                .. "same bits every run), or into its zeroed output by float atomics as its blocks "
                                .. "end (2: its tiles and splits chosen for that)" },
@@ -340,9 +348,11 @@ function M.validate(shape, t, arch)
     return arch .. ": the tensor-core instructions (mma.sync m16n8k8 TF32, m16n8k16 fp16) need sm_80 or newer"
   end
   if att_on_wg(t) then
-    if attention_wg_smem(t.p_stages, t.att_tma, t.att_kb) > smem_limit(arch) then
+    local multi = t.att_kb == 2 and t.att_items ~= 1 and 1 or 0 -- v of two items in shared memory
+    local bytes = attention_wg_smem(t.p_stages, t.att_tma, t.att_kb, multi)
+    if bytes > smem_limit(arch) then
       return string.format("the attention pass on wgmma needs %d bytes of shared memory; %s allows %d",
-                           attention_wg_smem(t.p_stages, t.att_tma, t.att_kb), arch or "sm_90", smem_limit(arch))
+                           bytes, arch or "sm_90", smem_limit(arch))
     end
   elseif t.fused == 1 and attention_smem(t.bj, t.gs_store, t.p_stages) + 8 * t.bj + 32 > smem_limit(arch) then
     return string.format("the attention pass needs %d bytes of shared memory; %s allows %d "
@@ -451,6 +461,11 @@ function M.candidates(shape)
   local side = M.heuristic(shape) -- the side lanes after gA
   side.side_start = 1 - side.side_start
   add(side)
+  for _, n in ipairs { 0, 2, 4 } do -- items a block of two key blocks, one after another
+    local t = M.heuristic(shape)
+    t.att_kb, t.att_items = 2, n
+    add(t)
+  end
   local rounded = M.heuristic(shape) -- gS stored rounded to TF32, gQ reading it as stored
   rounded.gs_round = 1
   add(rounded)

@@ -50,11 +50,12 @@ end
 -- The ring's P tiles have rows of 68 floats; att_tma adds a barrier per slot.
 -- att_kb=1: each warpgroup has two step buffers, its rows and their barrier;
 -- att_kb=2: each has its own v_j and ring, and they share three step
--- buffers, the rows and their barrier; att_kb=3 has blocks of both.
-function M.attention_wg_smem(p_stages, att_tma, att_kb)
+-- buffers, the rows and their barrier (multi: v of two items, att_items);
+-- att_kb=3 has blocks of both.
+function M.attention_wg_smem(p_stages, att_tma, att_kb, multi)
   local ring = p_stages * 2 * 32 * 68 + (att_tma == 1 and p_stages * 2 or 0) -- a warpgroup's ring and barriers
   local rows = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 2 * 8 * 128 * 4 + 2 * 2
-  local keys = 2 * 2 * 64 * 32 + 3 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
+  local keys = (multi == 1 and 2 or 1) * 2 * 2 * 64 * 32 + 3 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
   local floats = att_kb == 1 and rows or att_kb == 2 and keys or math.max(rows, keys)
   return floats * 4 + 1024
 end

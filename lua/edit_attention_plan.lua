@@ -138,6 +138,21 @@ function M.attention_mixed_blocks(B, T, pair_heads)
   local nj = ceil_div(T, 64)
   return pair_heads * (nj // 2 + nj % 2) + (B * H - pair_heads) * nj
 end
+-- att_items=0: the items a block of two key blocks takes one after another
+-- with the least modelled time, in steps of 32 rows: waves of blocks, each
+-- ITEM_SETUP (its prologue: about 6 us a block on the H200, 2026-12-06,
+-- three steps) and per item its steps, and beyond the first item
+-- ITEM_SWITCH (its sums stored, v rounded; a guess until measured).
+local ITEM_SETUP, ITEM_SWITCH = 3, 0.7
+function M.attention_items(B, T)
+  local steps, ni = ceil_div(T, 32), ceil_div(ceil_div(T, 64), 2) * B * H
+  local best, best_time
+  for _, n in ipairs { 1, 2, 3, 4, 6, 8 } do
+    local time = ceil_div(ceil_div(ni, n), limits.SMS) * (ITEM_SETUP + n * steps + (n - 1) * ITEM_SWITCH)
+    if not best_time or time < best_time - 1e-9 then best, best_time = n, time end
+  end
+  return best
+end
 -- The pair_heads whose blocks end soonest (projection_tiles.makespan, as if
 -- the pairs ran first): every head's key blocks in pairs, but where the last
 -- wave fills better with some heads' in blocks of one (B=4,T=640: 52 of 64;
@@ -343,6 +358,11 @@ local function plan_fused(shape, t, arch)
   local att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
   local att_tma = att_wg and t.att_tma == 1 -- P and Pd into it by the TMA
   local pair_heads = att_wg and t.att_kb == 3 and M.attention_pair_heads(B, T) or nil
+  -- att_kb=2: items (pair, head) a block takes one after another (att_items; fp32 gS).
+  local items = 1
+  if att_wg and t.att_kb == 2 and not gs_half then
+    items = t.att_items ~= 0 and t.att_items or M.attention_items(B, T)
+  end
   local any_wg = gq_wg or att_wg
   for _, g in ipairs(products) do any_wg = any_wg or g.choice.wg end
   if t.pdl == 2 then p.parts[#p.parts + 1] = "#define ATTNBWD_PDL_EARLY 1" end
@@ -630,12 +650,12 @@ local function plan_fused(shape, t, arch)
     local ga_map = string.format("tmap:%d:%d:%d:32:32:1:", BT, HID, HID) .. wsp("gA")
     local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
     local grid = t.att_kb == 3 and { M.attention_mixed_blocks(B, T, pair_heads), 1, 1 } or
-                 { ceil_div(NJ, t.att_kb), B * H, 1 }
+                 t.att_kb == 2 and { ceil_div(ceil_div(NJ, 2) * B * H, items), 1, 1 } or { NJ, B * H, 1 }
     p.kernel("attention_wg", grid,
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p",
              "in:edit_region_mask", wsp("wcpart"), red_out0 and "out:grad_edit_region_bias" or "i64:0" }, nil,
-           attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb))
+           attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb, items > 1 and 1 or 0))
   else
     p.kernel("attention", { NJ, B * H, 1 },
            { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
@@ -769,7 +789,8 @@ local function plan_fused(shape, t, arch)
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
                      P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
-                     GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0, OUT0 = red_out0 and 1 or 0 }
+                     GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0, OUT0 = red_out0 and 1 or 0,
+                     ITEMS = items }
     p.render("attention_wg.cu", values)
     if t.att_kb ~= 2 then p.render("attention_wg_rows.cu", values) end
     if t.att_kb ~= 1 then p.render("attention_wg_keys.cu", values) end

@@ -1,6 +1,10 @@
 // The attention pass on wgmma (see attention_wg.cu), tile att_kb=2: a block
-// owns (b, h) and two blocks of 64 keys j, one a warpgroup (grid
-// (ceil(NJ / 2), B*16), 256 threads). The warpgroups walk the query rows i
+// owns (b, h) and two blocks of 64 keys j, one a warpgroup (an item; 256
+// threads), or (tile att_items > 1) up to ITEMS such items one after another
+// (items x0, x0 + stride, ...; grid ceil(NI / ITEMS)), the next item's v, P,
+// rows and row sums asked for during the last step of the one before, so
+// that a block's prologue (about 6 us a block on the H200: 2026-12-06,
+// docs/benchmarks.md) runs beside the steps of the item before it. The warpgroups walk the query rows i
 // together, 32 a step: each step's gA and q rows come once for both (by the
 // TMA into R, then rounded and transposed into a step buffer, each warpgroup
 // half of it), while each has its own v_j, P ring and barriers, and sums its
@@ -15,19 +19,27 @@ namespace fw {
 namespace keys_org {
 // Two warpgroups, 32 rows a step, three step buffers (see the step's end).
 constexpr int NW = 2, NT = NW * 128, BI = 32, BUFS = 3;
+// Items: (pair kx of key blocks, (b, h)), x = kx + KX (b * 16 + h); a block
+// takes at most ITEMS of them (MULTI: more than one, v double-buffered).
+constexpr int KX = (NJ + NW - 1) / NW, ITEMS = {{ITEMS}};
+constexpr bool MULTI = ITEMS > 1;
+constexpr i64 NI = KX * kB * kHeads;
+static_assert(NI < (1ll << 31), "item indices are 32-bit");
+static_assert(!MULTI || (!GS_HALF && P_STAGES == 2), "items one after another: fp32 gS, P one step ahead");
 // The thread of a warpgroup that asks the TMA for its P and Pd: 0, or
 // (p_issuer=1) the first of its second warp, so that the rows' copies (asked
 // for by thread 0 of the block) and warpgroup 0's are issued side by side.
 constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v of the block's NW x 64 keys, rounded once: two tiles of [NW x 64 j][32 d]
-//         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each
+//         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each;
+//         MULTI: two such, item k's the (k % 2)-th
 //   BUFS step buffers (attention_wg.cu's GA, GAT, QT), each WG_BUF floats
 //   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
 //   R, the gA and q rows of the next step as the TMA brings them (four boxes
 //   of [32 i][32 d] in the 128-byte swizzle: gA d 0-31, 32-63, then q's)
 //   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one for R
-constexpr int OFF_V = 0, OFF_BUF = NW * 2 * SUB;
+constexpr int V_FLOATS = NW * 2 * SUB, OFF_V = 0, OFF_BUF = (MULTI ? 2 : 1) * V_FLOATS;
 constexpr int OFF_P = OFF_BUF + BUFS * WG_BUF, OFF_R = OFF_P + NW * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 4 * BOX,
               N_PBAR = P_TMA ? NW * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 1);
 static_assert(OFF_BUF % 256 == 0 && WG_BUF % 256 == 0 && OFF_R % 256 == 0,
@@ -39,25 +51,38 @@ static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 #ifndef TC_EMU // tests/emu/cuda_on_cpu.h has a CPU form
 __device__ __forceinline__ void block_bar(int id) { asm volatile("bar.sync %0, %1;" ::"r"(id), "n"(NT) : "memory"); }
 #endif
+// An item as warpgroup w sees it: (b, h), its key block jb (keys j0 ..
+// j0 + 63; live: inside T, else the warpgroup only stages), the block's first key.
+struct item {
+    int b, h, bh, jb;
+    i64 head_rows, j0, jblock0; // head_rows: row (b, h, 0) of the [B, 16, T, *] tensors
+    bool live;
+};
+__device__ __forceinline__ item item_of(int x, int w) {
+    item it;
+    const int kx = x % KX;
+    it.bh = x / KX, it.b = it.bh / kHeads, it.h = it.bh % kHeads, it.jb = kx * NW + w;
+    it.head_rows = (i64)it.bh * kT, it.j0 = (i64)it.jb * BJ, it.jblock0 = (i64)kx * NW * BJ;
+    it.live = it.jb < NJ;
+    return it;
+}
 } // namespace keys_org
 
-// Key blocks NW kx .. NW kx + NW - 1 of (b, h) = bh.
-__device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
+// Items x0, x0 + stride, ... (below NI) of key blocks NW kx .. NW kx + NW - 1
+// of (b, h), one after another.
+__device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) {
     using namespace keys_org;
     unsigned sm_s;
     float *sm = aligned_smem(sm_s);
 
-    const int b = bh / kHeads, h = bh % kHeads;
-    const i64 head_rows = (i64)bh * kT; // row (b, h, 0) of the [B, 16, T, *] tensors
     // w from a shuffle of lane 0: the compiler then knows it is the same in a
     // warp and keeps it, and the buffer addresses and descriptors made from it,
     // in uniform registers.
     const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid / 128, 0), wt = tid % 128, q = wt / 32,
               lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int jb = kx * NW + w;
-    const bool live = jb < NJ; // else this warpgroup only stages
-    const i64 j0 = (i64)jb * BJ, jblock0 = (i64)kx * NW * BJ;
-    float *V = sm + OFF_V, *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
+    item cur = item_of(x0, w);
+    float *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
+    auto V_of = [&](int k) { return sm + OFF_V + (MULTI ? (k % 2) * V_FLOATS : 0); };
     unsigned long long *bars = reinterpret_cast<unsigned long long *>(sm + OFF_BAR), *full = bars + w * P_STAGES,
                        *rows_full = bars + N_PBAR;
     if (tid < N_PBAR + 1) {
@@ -66,22 +91,25 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
     }
     auto buf_s = [&](int buf) { return sm_s + 4u * (OFF_BUF + buf * WG_BUF); };
 
-    // This thread's keys (rows of gPd^T): j = 16 q + g + 8 hh.
-    float keep[2], mj[2]; // mj: their edit masks (WC)
+    // This thread's keys (rows of gPd^T) of an item: j = 16 q + g + 8 hh.
+    auto load_keys = [&](const item &it, float (&keep)[2], float (&mj)[2]) {
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-        const i64 j = j0 + 16 * q + g + 8 * hh;
-        keep[hh] = j < kT && attention_mask[b * kT + j] != 0.f ? 1.f : 0.f;
-        mj[hh] = WC && j < kT ? edit_region_mask[b * kT + j] : 0.f;
-    }
+        for (int hh = 0; hh < 2; ++hh) {
+            const i64 j = it.j0 + 16 * q + g + 8 * hh;
+            keep[hh] = j < kT && attention_mask[it.b * kT + j] != 0.f ? 1.f : 0.f;
+            mj[hh] = WC && j < kT ? edit_region_mask[it.b * kT + j] : 0.f;
+        }
+    };
+    float keep[2], mj[2]; // mj: their edit masks (WC)
+    load_keys(cur, keep, mj);
 
     // The step's gA and q rows (32 rows x 64 d each) into R by the TMA, asked
     // for by thread 0 a step ahead, counted on rows_full. Rows past T: q's are
     // other rows' finite values (times a zero gS), gA's are zeroed in stage_store.
     const unsigned R_s = sm_s + 4u * OFF_R;
-    auto load_rows = [&](int i0) {
+    auto load_rows = [&](const item &it, int i0) {
         if (i0 >= kT || tid != 0) return;
-        tma_rows(sm + OFF_R, &map_ga, &map_q, rows_full, (int)(b * kT + i0), (int)(head_rows + i0), h);
+        tma_rows(sm + OFF_R, &map_ga, &map_q, rows_full, (int)(it.b * kT + i0), (int)(it.head_rows + i0), it.h);
     };
     // Staging is four passes of 16 rows x 32 d each; pass p is warpgroup
     // p % NW's. In pass p a thread reads tile row r = lane / 2 + 16 (p % 2)
@@ -125,38 +153,44 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
     // P and Pd of the step at i0 for this warpgroup's keys into ring slot
     // `slot`: four boxes of 8 x 68 each (see the top), asked for by one thread
     // of the warpgroup, counted in bytes on the slot's barrier.
-    auto load_p = [&](int i0, int slot) {
-        if (i0 >= kT || !live || wt != P_ISSUER) return;
-        tma_p(ring + slot * 2 * P_TILE, &map_p, &map_pd, full + slot, head_rows + i0, j0);
+    // A warpgroup past the last key block only arrives, so that its slots'
+    // phases follow the block's steps into the items after (where it may be live).
+    auto load_p = [&](const item &it, int i0, int slot) {
+        if (i0 >= kT || wt != P_ISSUER) return;
+        if (it.live) tma_p(ring + slot * 2 * P_TILE, &map_p, &map_pd, full + slot, it.head_rows + i0, it.j0);
+        else tc::mbar_arrive(full + slot);
     };
 #else
     // P and Pd of the step at i0 for this warpgroup's keys into ring slot
     // `slot`; rows at or past T read as zeros (see attention_fused.cu's load_p).
-    auto load_p = [&](int i0, int slot) {
-        if (i0 >= kT || !live) return;
-        cp_p(ring + slot * 2 * P_TILE, probs, probs_dropped, head_rows, i0, j0, wt);
+    auto load_p = [&](const item &it, int i0, int slot) {
+        if (i0 >= kT || !it.live) return;
+        cp_p(ring + slot * 2 * P_TILE, probs, probs_dropped, it.head_rows, i0, it.j0, wt);
     };
 #endif
     // Row sums D_i: lane l loads row perm(l) of the step; the thread's columns
     // of gPd^T (i = 8 n + 2 t + e) take theirs by shuffle.
     // WC: the row's edit mask too, in ml.
     float dl, ml = 0.f;
-    auto load_d = [&](int i0) {
+    auto load_d = [&](const item &it, int i0) {
         const int i = i0 + perm(lane);
-        dl = i < kT ? rowdot[head_rows + i] : 0.f;
-        if constexpr (WC) ml = i < kT ? edit_region_mask[b * kT + i] : 0.f;
+        dl = i < kT ? rowdot[it.head_rows + i] : 0.f;
+        if constexpr (WC) ml = i < kT ? edit_region_mask[it.b * kT + i] : 0.f;
     };
-    // gS goes to gs row i0 + perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh.
-    const i64 gs_base = ((i64)bh * GS_ROWS + perm(2 * t)) * GS_LD + j0 + 16 * q + g;
-    const bool gs_col_ok[2] = {j0 + 16 * q + g < GS_LD, j0 + 16 * q + g + 8 < GS_LD};
-    // OUT0: batch row 0's gS also to the output, at the same rows and keys (all inside its 1024 columns).
-    const i64 out0_base = ((i64)h * kPos + perm(2 * t)) * kPos + j0 + 16 * q + g;
+    // v of an item's NW x 64 keys into V_of(k) by every thread (rows past T read as zeros), rounded by the same threads.
+    auto copy_v = [&](const item &it, float *V) {
+#pragma unroll
+        for (int s2 = 0; s2 < 2; ++s2)
+            tc::copy_tile_sw128<NW * 64, NT>(V + s2 * NW * 64 * 32, value + (it.head_rows + it.jblock0) * kD, kD, 0,
+                                             32 * s2, kT - it.jblock0, kD);
+    };
     const bool out0_col_ok[2] = {true, true};
 
-    // Prologue: v of the block's NW x 64 keys, the first steps' loads (attention_wg.cu).
+    // Prologue: v of the first item's NW x 64 keys, its first steps' loads (attention_wg.cu).
     __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
-    pass_prologue<NW * 64, NT, BI>(V, value, head_rows, jblock0, gan, rowdot, maxima, rows_full, load_rows, load_p,
-                                   load_d);
+    pass_prologue<NW * 64, NT, BI>(V_of(0), value, cur.head_rows, cur.jblock0, gan, rowdot, maxima, rows_full,
+                                   [&](int i0) { load_rows(cur, i0); },
+                                   [&](int i0, int slot) { load_p(cur, i0, slot); }, [&](int i0) { load_d(cur, i0); });
     stage_store(buf_s(0), 0, BI > kT);
     tc::fence_async_shared();
     __syncthreads(); // v and step 0's buffer are in place
@@ -168,11 +202,11 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
         const int e = gs_block_exponent(maxima, v2 + __shfl_xor_sync(0xffffffffu, v2, 1), 4 * w, 4,
                                         dropout_p); // the warpgroup's keys
         gsf = tc::pow2(e);
-        if (live && wt == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
+        if (cur.live && wt == 0) gsinv[(i64)cur.bh * NJ + cur.jb] = tc::pow2(-e);
     }
 
-    // Descriptors of this warpgroup's v_j and of buffer 0; buffer 1 is WG_BUF floats on.
-    const unsigned long long dV = tc::wg_desc(V + w * SUB), dB0 = tc::wg_desc(sm + OFF_BUF);
+    // The descriptor of buffer 0; buffer 1 is WG_BUF floats on.
+    const unsigned long long dB0 = tc::wg_desc(sm + OFF_BUF);
     // Byte offset in a ring slot of this thread's P at accumulator (n, x) for
     // x = e (x = e + 2 is 8 keys on): the same every step, as the shifts are
     // (i0 is a multiple of 4, and i0 T % 4 == 0). Query row r = 8 n + 2 t + e
@@ -180,100 +214,149 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int kx, int bh) {
     // constant, and (P_TMA) the shift of box perm(8 n + e) % 4 = 2 (n / 2) + e,
     // the same for the block (a uniform register): one register for all eight.
     const unsigned p_thr = 4 * ((P_TMA ? 2 * t * LD_P : 2 * t * LD_P) + 16 * q + g);
-    unsigned p_sh[4];
-#pragma unroll
-    for (int a = 0; a < 4; ++a) p_sh[a] = P_TMA ? 4 * row_shift(head_rows + a) : 0;
-    auto p_off = [&](int n, int e) -> unsigned {
-        if constexpr (P_TMA) return p_thr + p_sh[2 * (n / 2) + e] + 4 * ((2 * (n / 2) + e) * 8 * LD_P + (n % 2) * LD_P);
-        else if constexpr (!P_SHIFT) return p_thr + 4 * (8 * n + e) * LD_P;
-        else return 4 * ((8 * n + 2 * t + e) * LD_P + p_shift(head_rows + 8 * n + 2 * t + e) + 16 * q + g);
-    };
     float accV[32], accK[32];
 #pragma unroll
     for (int x = 0; x < 32; ++x) accV[x] = accK[x] = 0.f;
     float wca[2] = {0.f, 0.f}, wcc[2] = {0.f, 0.f}; // WC: this thread's sums (wc_add)
 
-    for (int i0 = 0; i0 < kT; i0 += BI) {
-        const int step = (int)(i0 / BI), buf = step % BUFS, slot = step % P_STAGES;
-        const unsigned long long dB = tc::wg_desc_at(dB0, buf * WG_BUF);
-        if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
-        block_bar(1); // this step's buffer (stored last step) is in place; slot step-1 and R are read
-        load_rows(i0 + BI);
-        load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
-        if (!P_TMA) tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
-        const bool more = i0 + BI < kT;
-
-        if (live) {
-            // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
-            float acc[16];
+    // bstep: the block's step over all its items (ring slots, step buffers and barrier phases follow it).
+    int bstep = 0;
+    for (int x = x0, k = 0; x < NI; x += stride, ++k) {
+        const bool next_item = MULTI && x + stride < NI;
+        const item nxt = item_of(next_item ? x + stride : x, w);
+        float keep_n[2] = {0.f, 0.f}, mj_n[2] = {0.f, 0.f}; // the next item's, asked for during this item's last step
+        // The item's descriptor of this warpgroup's v_j, P's shifts (P_TMA: the
+        // same every step of the item), and where its gS goes: gs row i0 +
+        // perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh; OUT0: batch row 0's
+        // gS also to the output, at the same rows and keys (all inside its 1024 columns).
+        const unsigned long long dV = tc::wg_desc(V_of(k) + w * SUB);
+        unsigned p_sh[4];
 #pragma unroll
-            for (int x = 0; x < 16; ++x) acc[x] = 0.f;
-            tc::wg_fence();
+        for (int a = 0; a < 4; ++a) p_sh[a] = P_TMA ? 4 * row_shift(cur.head_rows + a) : 0;
+        auto p_off = [&](int n, int e) -> unsigned {
+            if constexpr (P_TMA)
+                return p_thr + p_sh[2 * (n / 2) + e] + 4 * ((2 * (n / 2) + e) * 8 * LD_P + (n % 2) * LD_P);
+            else if constexpr (!P_SHIFT) return p_thr + 4 * (8 * n + e) * LD_P;
+            else return 4 * ((8 * n + 2 * t + e) * LD_P + p_shift(cur.head_rows + 8 * n + 2 * t + e) + 16 * q + g);
+        };
+        const i64 gs_base = ((i64)cur.bh * GS_ROWS + perm(2 * t)) * GS_LD + cur.j0 + 16 * q + g;
+        const bool gs_col_ok[2] = {cur.j0 + 16 * q + g < GS_LD, cur.j0 + 16 * q + g + 8 < GS_LD};
+        const i64 out0_base = ((i64)cur.h * kPos + perm(2 * t)) * kPos + cur.j0 + 16 * q + g;
+
+        for (int i0 = 0; i0 < kT; i0 += BI, ++bstep) {
+            const int buf = bstep % BUFS, slot = bstep % P_STAGES;
+            const unsigned long long dB = tc::wg_desc_at(dB0, buf * WG_BUF);
+            if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
+            if (MULTI && k > 0 && i0 == 0) { // this item's v, asked for in the last step: landed, then rounded
+                if (P_TMA) tc::cp_async_wait<0>();
 #pragma unroll
-            for (int ks = 0; ks < 8; ++ks)
-                tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * NW * SUB + 8 * (ks % 4)),
-                                      tc::wg_desc_at(dB, GA + (ks / 4) * BI * 32 + 8 * (ks % 4)));
-            tc::wg_commit();
-
-            // While the tensor cores run: this step's P, Pd at this thread's (i, j),
-            // and the next step's row sums.
-            const unsigned Pt = sm_s + 4u * (OFF_P + (w * P_STAGES + slot) * 2 * P_TILE); // Pd: P_TILE floats on
-            float p[4][4], pd[4][4], d[4][2];
-            if (P_TMA) tc::mbar_wait(full + slot, (step / P_STAGES) & 1);
-            read_p(p, pd, Pt, p_off);
-            shuffle_d(d, dl, t);
-            const float mrow = ml; // this step's, before load_d takes the next
-            if (more) load_d(i0 + BI);
-            tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
-
-            // gS^T, to gs first (then only Pd and gS's fragments are held while
-            // the products are issued). Only the last row block and the last
-            // key block test their ends: the others store unguarded.
-            float s[4][4];
-            grad_scores(s, acc, p, pd, d, keep);
-            if constexpr (WC) wc_add(wca, wcc, s, mrow, t);
-            store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0, t, gs_col_ok, gsf);
-            if (OUT0 && b == 0)
-                store_gs<kPos>(out0 + out0_base + (i64)i0 * kPos, s, i0 + BI <= kT, i0, t, out0_col_ok, gsf);
-            issue_gv_gk(accV, accK, pd, s, dB);
-        }
-
-        // The next step's buffer from R (asked of the TMA at the top of this
-        // step). Three buffers: the one written here was last read by the
-        // products of the step before last, which every warpgroup waited for
-        // (its wait in the last step) before the barrier at this step's top;
-        // so one barrier a step (a second one, with two buffers, measured no
-        // faster).
-        if (more) {
-            tc::mbar_wait(rows_full, (step + 1) & 1);
-            if (i0 + 2 * BI > kT) stage_store(buf_s((step + 1) % BUFS), i0 + BI, true);
-            else stage_store(buf_s((step + 1) % BUFS), i0 + BI, false);
-        }
-        tc::fence_async_shared();
-    }
-    tc::wg_wait<0>();
-    tc::cp_async_wait<0>();
-
-    // WC: this warpgroup's key block's within/cross sums (maxima is free now).
-    if constexpr (WC) {
-        const float2 r = wc_group_sums<4>(wca, wcc, mj, maxima);
-        if (live && wt == 0) wc_store(wc_partials, (i64)bh * NJ + jb, r);
-    }
-
-    // gV and gK of this warpgroup's keys, summed over all rows i in order, in
-    // grad_qkv's [B, T, 3072].
-    if (!live) return;
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-            const i64 j = j0 + 16 * q + g + 8 * hh;
-            const int x = 4 * n + 2 * hh;
-            if (j < kT) {
-                float *row = grad_qkv + (b * kT + j) * kQkv + h * kD + 8 * n + 2 * t;
-                *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(accV[x], accV[x + 1]);
-                *reinterpret_cast<float2 *>(row + kHid) = make_float2(scale * accK[x], scale * accK[x + 1]);
+                for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<NW * 64, NT>(V_of(k) + s2 * NW * 64 * 32);
+                tc::fence_async_shared();
             }
+            block_bar(1); // this step's buffer (stored last step) is in place; slot step-1 and R are read
+            const bool more = i0 + BI < kT;
+            if (more) {
+                load_rows(cur, i0 + BI);
+                load_p(cur, i0 + (P_STAGES - 1) * BI, (bstep + P_STAGES - 1) % P_STAGES);
+            } else if (next_item) { // the next item's first step, v and keys (P_STAGES == 2: one step ahead)
+                load_rows(nxt, 0);
+                load_p(nxt, 0, (bstep + 1) % P_STAGES);
+                copy_v(nxt, V_of(k + 1));
+                if (P_TMA) tc::cp_async_commit();
+                load_keys(nxt, keep_n, mj_n);
+            }
+            if (!P_TMA) tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
+            // The next step's row sums (this item's, or the next item's first).
+            auto load_next_d = [&] {
+                if (more) load_d(cur, i0 + BI);
+                else if (next_item) load_d(nxt, 0);
+            };
+
+            if (cur.live) {
+                // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
+                float acc[16];
+#pragma unroll
+                for (int x = 0; x < 16; ++x) acc[x] = 0.f;
+                tc::wg_fence();
+#pragma unroll
+                for (int ks = 0; ks < 8; ++ks)
+                    tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * NW * SUB + 8 * (ks % 4)),
+                                          tc::wg_desc_at(dB, GA + (ks / 4) * BI * 32 + 8 * (ks % 4)));
+                tc::wg_commit();
+
+                // While the tensor cores run: this step's P, Pd at this thread's (i, j),
+                // and the next step's row sums.
+                const unsigned Pt = sm_s + 4u * (OFF_P + (w * P_STAGES + slot) * 2 * P_TILE); // Pd: P_TILE floats on
+                float p[4][4], pd[4][4], d[4][2];
+                if (P_TMA) tc::mbar_wait(full + slot, (bstep / P_STAGES) & 1);
+                read_p(p, pd, Pt, p_off);
+                shuffle_d(d, dl, t);
+                const float mrow = ml; // this step's, before load_d takes the next
+                load_next_d();
+                tc::wg_wait<0>(); // gPd^T, and the last step's gV and gK
+
+                // gS^T, to gs first (then only Pd and gS's fragments are held while
+                // the products are issued). Only the last row block and the last
+                // key block test their ends: the others store unguarded.
+                float s[4][4];
+                grad_scores(s, acc, p, pd, d, keep);
+                if constexpr (WC) wc_add(wca, wcc, s, mrow, t);
+                store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && cur.j0 + BJ <= GS_LD, i0, t, gs_col_ok,
+                         gsf);
+                if (OUT0 && cur.b == 0)
+                    store_gs<kPos>(out0 + out0_base + (i64)i0 * kPos, s, i0 + BI <= kT, i0, t, out0_col_ok, gsf);
+                issue_gv_gk(accV, accK, pd, s, dB);
+            } else {
+                load_next_d();
+            }
+
+            // The next step's buffer from R (asked of the TMA at the top of this
+            // step). Three buffers: the one written here was last read by the
+            // products of the step before last, which every warpgroup waited for
+            // (its wait in the last step) before the barrier at this step's top;
+            // so one barrier a step (a second one, with two buffers, measured no
+            // faster).
+            if (more || next_item) {
+                const int i1 = more ? i0 + BI : 0; // the next step's first row (of its item)
+                tc::mbar_wait(rows_full, (bstep + 1) & 1);
+                if (i1 + BI > kT) stage_store(buf_s((bstep + 1) % BUFS), i1, true);
+                else stage_store(buf_s((bstep + 1) % BUFS), i1, false);
+            }
+            tc::fence_async_shared();
         }
+        tc::wg_wait<0>();
+
+        // WC: this warpgroup's key block's within/cross sums (maxima is free now).
+        if constexpr (WC) {
+            const float2 r = wc_group_sums<4>(wca, wcc, mj, maxima);
+            if (cur.live && wt == 0) wc_store(wc_partials, (i64)cur.bh * NJ + cur.jb, r);
+#pragma unroll
+            for (int hh = 0; hh < 2; ++hh) wca[hh] = wcc[hh] = 0.f;
+        }
+
+        // gV and gK of this warpgroup's keys, summed over all rows i in order, in
+        // grad_qkv's [B, T, 3072]; the sums start again from zero for the next item.
+        if (cur.live) {
+#pragma unroll
+            for (int n8 = 0; n8 < 8; ++n8)
+#pragma unroll
+                for (int hh = 0; hh < 2; ++hh) {
+                    const i64 j = cur.j0 + 16 * q + g + 8 * hh;
+                    const int xx = 4 * n8 + 2 * hh;
+                    if (j < kT) {
+                        float *row = grad_qkv + (cur.b * kT + j) * kQkv + cur.h * kD + 8 * n8 + 2 * t;
+                        *reinterpret_cast<float2 *>(row + 2 * kHid) = make_float2(accV[xx], accV[xx + 1]);
+                        *reinterpret_cast<float2 *>(row + kHid) = make_float2(scale * accK[xx], scale * accK[xx + 1]);
+                    }
+                }
+        }
+        if (!next_item) break;
+#pragma unroll
+        for (int xx = 0; xx < 32; ++xx) accV[xx] = accK[xx] = 0.f;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) keep[hh] = keep_n[hh], mj[hh] = mj_n[hh];
+        cur = nxt;
+    }
+    tc::cp_async_wait<0>();
 }
 } // namespace fw

@@ -39,7 +39,8 @@ struct err {
 
 // P_TMA: the kernel takes P and Pd as tensor maps (else as pointers).
 template <int P_TMA, class Kernel>
-bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, int out0, int round, int gs_ld) {
+bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, int out0, int round, int gs_ld,
+               int items) {
     const int H = 16, NJ = (T + 63) / 64, BH = B * H;
     const float scale = 0.125f, dropout_p = 0.1f;
     std::vector<float> gA((size_t)B * T * 1024), rowdot((size_t)BH * T), q((size_t)BH * T * 64), v((size_t)BH * T * 64);
@@ -62,7 +63,10 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
         map_q{q.data(), (long long)BH * T, 64, 64, 32, 32, 1},
         map_p{P.data(), (long long)BH * T / 4, 4LL * T, 4LL * T, 8, 68, 0},
         map_pd{Pd.data(), (long long)BH * T / 4, 4LL * T, 4LL * T, 8, 68, 0};
-    emu_launch(dim3e{(unsigned)((NJ + kb - 1) / kb), (unsigned)BH, 1}, 256, [&] {
+    // att_kb=1: a block a (key block, head); 2: up to `items` (pair, head) items a block, x = pair + NJ/2 (b 16 + h).
+    const dim3e grid = kb == 1 ? dim3e{(unsigned)NJ, (unsigned)BH, 1}
+                               : dim3e{(unsigned)(((NJ + 1) / 2 * BH + items - 1) / items), 1, 1};
+    emu_launch(grid, 256, [&] {
         float *o = out0 ? out.data() : nullptr;
         if constexpr (P_TMA)
             kernel(map_ga, rowdot.data(), map_q, v.data(), map_p, map_pd, amask.data(), qkv.data(), gs.data(), scale,
@@ -121,9 +125,10 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
     const double rel = round ? 3e-3 : 2e-3;
     const bool ok = e_gs.ok(rel) && e_v.ok(2e-3) && e_k.ok(3e-3) && (!wc || e_wc.ok(2e-3)) && (!out0 || e_out.ok(rel)) &&
                     outside == 0;
-    printf("%s %s: B=%d T=%d att_kb=%d P_TMA=%d WC=%d OUT0=%d GS_ROUND=%d: max abs err gS %.3g of %.3g, gV %.3g of %.3g, "
-           "gK %.3g of %.3g, within/cross %.3g of %.3g, row 0 in the output %.3g of %.3g, %ld written outside it\n",
-           ok ? "PASS" : "FAIL", name, B, T, kb, P_TMA, wc, out0, round, e_gs.worst, e_gs.top, e_v.worst, e_v.top,
+    printf("%s %s: B=%d T=%d att_kb=%d items=%d P_TMA=%d WC=%d OUT0=%d GS_ROUND=%d: max abs err gS %.3g of %.3g, "
+           "gV %.3g of %.3g, gK %.3g of %.3g, within/cross %.3g of %.3g, row 0 in the output %.3g of %.3g, %ld written "
+           "outside it\n",
+           ok ? "PASS" : "FAIL", name, B, T, kb, items, P_TMA, wc, out0, round, e_gs.worst, e_gs.top, e_v.worst, e_v.top,
            e_k.worst, e_k.top, e_wc.worst, e_wc.top, e_out.worst, e_out.top, outside);
     return ok;
 }
@@ -132,8 +137,8 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
 
 int main() {
     int failed = 0;
-#define PASS_CASE(kernel, B, T, KB, P_TMA, WC, OUT0, ROUND, GS_LD)                                                     \
-    failed += !pass_case<P_TMA>(#kernel, kernel, B, T, KB, WC, OUT0, ROUND, GS_LD);
+#define PASS_CASE(kernel, B, T, KB, P_TMA, WC, OUT0, ROUND, GS_LD, ITEMS)                                              \
+    failed += !pass_case<P_TMA>(#kernel, kernel, B, T, KB, WC, OUT0, ROUND, GS_LD, ITEMS);
 #include "emu_pass_cases.inc"
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

@@ -284,6 +284,19 @@ int main(void) {
      * at T = 97 with key zeros. */
     add_run(runs, &n, tiled_run(5, 256, 0.1, 0, "gq_red=2 gq_pair=1 gq_bn=64 gq_stages=3"));
     add_run(runs, &n, tiled_run(6, 97, 0.1, MASK0, "gq_red=1 gq_pair=1 gq_bn=64 gq_stages=3"));
+    /* Items one after another in the pass's blocks of two key blocks (att_items): three at T = 70 (key zeros),
+     * two at B=1,T=17 (one step an item, a warpgroup that only stages, gS in the output itself), four at T = 129
+     * with gS rounded (p = 0.25, key zeros), two with P by the TMA and batch row 0 into the output (gq_red=2),
+     * eight at T = 1000, and the model's at B=8,T=256; at T = 293 (five key blocks, P by the TMA) three and six
+     * items a block, whose second warpgroup is past the last key block in some of its items only. */
+    add_run(runs, &n, tiled_run(2, 70, 0.1, MASK0, "att_kb=2 att_items=3"));
+    add_run(runs, &n, tiled_run(1, 17, 0.1, 0, "att_kb=2 att_items=2"));
+    add_run(runs, &n, tiled_run(3, 129, 0.25, MASK0, "att_kb=2 att_items=4 gs_round=1"));
+    add_run(runs, &n, tiled_run(4, 97, 0.1, 0, "att_kb=2 att_tma=1 att_items=2 gq_red=2"));
+    add_run(runs, &n, tiled_run(2, 1000, 0.1, 0, "att_kb=2 att_items=8"));
+    add_run(runs, &n, tiled_run(8, 256, 0.1, 0, "att_kb=2 att_items=0"));
+    add_run(runs, &n, tiled_run(1, 293, 0.1, MASK0, "att_kb=2 att_tma=1 att_items=3"));
+    add_run(runs, &n, tiled_run(2, 293, 0.1, 0, "att_kb=2 att_tma=1 att_items=6"));
     /* The side lanes after gA's transposed B (side_start=2): wgmma gA (its B transposed first) at T = 288. */
     add_run(runs, &n, tiled_run(4, 288, 0.1, MASK0, "side_start=2"));
     /* The edit-bias sums by grad_hidden's producer warps (gh_bias=1, where it runs alone and TMA-fed): its tiles

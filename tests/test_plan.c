@@ -781,24 +781,32 @@ static void edit_attention_plans(void **state) {
                     attention++;
                     const long kb = tile(p.tiles, "att_kb"), nj = (s.seq_len + 63) / 64;
                     assert_true(kb == 1 || kb == 2 || kb == 3);
+                    /* att_kb=2: up to `items` (pair, head) items a block one after another (att_items), in a grid
+                     * of one dimension; one item a block where gS is fp16. */
+                    const char *it = strstr(p.source, "(NJ + NW - 1) / NW, ITEMS = ");
+                    const long items = kb == 1 ? 1 : it ? strtol(it + 28, NULL, 10) : -1, pairs = (nj + 1) / 2;
+                    assert_true(items >= 1 && items <= 8 && (items == 1 || (kb == 2 && !tile(p.tiles, "gs_half"))));
+                    if (kb == 2 && tile(p.tiles, "att_items")) assert_int_equal(items, tile(p.tiles, "att_items"));
                     if (kb == 3) /* blocks of two key blocks and of one: between a block a pair and one a key block */
-                        assert_in_range(x->grid[0], (unsigned)(s.batch * 16 * ((nj + 1) / 2)),
-                                        (unsigned)(s.batch * 16 * nj));
+                        assert_in_range(x->grid[0], (unsigned)(s.batch * 16 * pairs), (unsigned)(s.batch * 16 * nj));
+                    else if (kb == 2)
+                        assert_int_equal(x->grid[0], (unsigned)((pairs * s.batch * 16 + items - 1) / items));
                     else
-                        assert_int_equal(x->grid[0], (unsigned)((nj + kb - 1) / kb));
-                    assert_int_equal(x->grid[1], kb == 3 ? 1u : (unsigned)(s.batch * 16));
+                        assert_int_equal(x->grid[0], (unsigned)nj);
+                    assert_int_equal(x->grid[1], kb == 1 ? (unsigned)(s.batch * 16) : 1u);
                     assert_int_equal(x->block[0], 256);
                     const long stages = tile(p.tiles, "p_stages");
                     assert_true(tile(p.tiles, "wg_att") && tile(p.tiles, "wg") && tile(p.tiles, "gs_store") &&
                                 tile(p.tiles, "bj") == 64 && stages == 2);
                     /* Two warpgroups, each with a ring (rows of 68 floats; with att_tma a barrier per slot).
                      * att_kb=1: v, two step buffers per warpgroup (gA, gA^T, q^T), the rows in flight and their
-                     * barrier per warpgroup; att_kb=2: v of two key blocks, three step buffers, the rows in
-                     * flight and their barrier once. 1 KiB of alignment. */
+                     * barrier per warpgroup; att_kb=2: v of two key blocks (of two items where a block takes
+                     * more), three step buffers, the rows in flight and their barrier once. 1 KiB of alignment. */
                     const int tma = tile(p.tiles, "att_tma") == 1;
                     const unsigned rings = (unsigned)(2 * stages * 2 * 32 * 68 + (tma ? 2 * stages * 2 : 0));
                     const unsigned rows = 2 * 64 * 32 + 4 * 6 * 32 * 32 + rings + 2 * 8 * 128 * 4 + 2 * 2,
-                                   keys = 2 * 2 * 64 * 32 + 3 * 6 * 32 * 32 + rings + 4 * 32 * 32 + 2;
+                                   keys = (items > 1 ? 2 : 1) * 2 * 2 * 64 * 32 + 3 * 6 * 32 * 32 + rings +
+                                          4 * 32 * 32 + 2;
                     const unsigned floats = kb == 1 ? rows : kb == 2 ? keys : rows > keys ? rows : keys;
                     assert_int_equal(x->shared_bytes, 4 * floats + 1024);
                     /* The organisations' blocks in the source: att_kb=3 has both. */
