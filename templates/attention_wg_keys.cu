@@ -3,18 +3,18 @@
 // threads), or (tile att_items > 1) up to ITEMS such items one after another
 // (items x0, x0 + stride, ...; grid ceil(NI / ITEMS)), the next item's v, P,
 // rows and row sums asked for during the last step of the one before, so
-// that a block's prologue (about 6 us a block on the H200: 2026-12-06,
-// docs/benchmarks.md) runs beside the steps of the item before it. The warpgroups walk the query rows i
-// together, 32 a step: each step's gA and q rows come once for both (by the
-// TMA into R, then rounded and transposed into a step buffer, each warpgroup
-// half of it), while each has its own v_j, P ring and barriers, and sums its
+// that its start runs beside that step (the pass 1.6-3.7% faster where the
+// model takes several, on an H100: docs/benchmarks.md, 2026-12-06). The
+// warpgroups walk the query rows i together, 32 a step: each step's gA and q
+// rows come once for both (by the TMA into R, then rounded and transposed
+// into a step buffer, each warpgroup half of it), while each has its own v_j, P ring and barriers, and sums its
 // own gV and gK (in row order: deterministic). Against att_kb=1 each warp
 // stages half as much, and a block has twice the work for its prologue. A
 // warpgroup past the last key block only stages. (Three warpgroups, three key
 // blocks, fit in shared memory too, but were slower: docs/benchmarks.md.) gS
 // goes to gs [B, 16, GS_ROWS, GS_LD] (rows padded with zeros to GS_LD) for
 // the gQ product and the bias sums. The block is keys_block, called by the
-// kernel (attention_wg_kernel.cu) with its pair of key blocks and (b, h).
+// kernel (attention_wg_kernel.cu) with its first item and the items' stride.
 namespace fw {
 namespace keys_org {
 // Two warpgroups, 32 rows a step, three step buffers (see the step's end).
@@ -177,7 +177,8 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
         dl = i < kT ? rowdot[it.head_rows + i] : 0.f;
         if constexpr (WC) ml = i < kT ? edit_region_mask[it.b * kT + i] : 0.f;
     };
-    // v of an item's NW x 64 keys into V_of(k) by every thread (rows past T read as zeros), rounded by the same threads.
+    // v of an item's NW x 64 keys into V by every thread (rows past T read as
+    // zeros), rounded by the same threads once landed.
     auto copy_v = [&](const item &it, float *V) {
 #pragma unroll
         for (int s2 = 0; s2 < 2; ++s2)
