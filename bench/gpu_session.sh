@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: bench.py with the H100 table's new B=16,T=691 entry
+#   bench/gpu_session.sh pending what is still to be measured: bench.py of this tree on an H200
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,9 +40,9 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-06, end of the thirty-fourth session): on an H100, bench.py with
-    # the H100 table's new B=16,T=691 entry (gq_red=1 gq_pair=1: -3.8/-4.3% in two A/B runs; the bench of
-    # that session, 444.4 us, ran before it). About 2 minutes.
+    # What is still to be measured (2026-12-06, end of the thirty-fourth session): on an H200, bench.py of this
+    # tree (the attention pass of two key blocks a block runs its items in a loop now, one a block by default;
+    # benched on an H100 only: 446.0 us there). About 2 minutes.
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --tools ours,compile_tf32 \
       --delay-cycles 60000000 --json "$OUT/bench.json" --png "$OUT/bench.png" 2>&1 | tee "$OUT/bench.txt"
     ;;
