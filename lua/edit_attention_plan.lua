@@ -140,9 +140,11 @@ function M.attention_mixed_blocks(B, T, pair_heads)
 end
 -- att_items=0: the items a block of two key blocks takes one after another
 -- with the least modelled time, in steps of 32 rows: waves of blocks, each
--- ITEM_SETUP (its prologue: about 6 us a block on the H200, 2026-12-06,
--- three steps) and per item its steps, and beyond the first item
--- ITEM_SWITCH (its sums stored, v rounded; a guess until measured).
+-- ITEM_SETUP (the fixed cost that the pass's times on the H200 fit at one
+-- item a block, about three steps) and per item its steps, and beyond the
+-- first item ITEM_SWITCH (its sums stored, v rounded; a guess). The fit
+-- overstates what a next item hides: the pass measured 1.6-3.7% faster
+-- with the model's counts, not 15-30% (an H100, docs/benchmarks.md, 2026-12-06).
 local ITEM_SETUP, ITEM_SWITCH = 3, 0.7
 function M.attention_items(B, T)
   local steps, ni = ceil_div(T, 32), ceil_div(ceil_div(T, 64), 2) * B * H
