@@ -359,6 +359,20 @@ __device__ __forceinline__ int gs_block_exponent(float (&maxima)[3][8], float v2
     }
     return gs_exponent(a2, v2, dm, dropout_p);
 }
+// v of ROWS keys (key row v0 of the head on; rows past T read as zeros) into
+// V's two swizzled tiles of 32 d by the block's NT threads (cp.async), and
+// those tiles rounded in place by the same threads once they have landed.
+template <int ROWS, int NT>
+__device__ __forceinline__ void copy_v(float *V, const float *__restrict__ value, i64 head_rows, i64 v0) {
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2)
+        tc::copy_tile_sw128<ROWS, NT>(V + s2 * ROWS * 32, value + (head_rows + v0) * kD, kD, 0, 32 * s2, kT - v0, kD);
+}
+template <int ROWS, int NT> __device__ __forceinline__ void round_v(float *V) {
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<ROWS, NT>(V + s2 * ROWS * 32);
+}
+
 // The prologue of both organisations, up to step 0's rows in R: v of the
 // block's ROWS keys (key row v0 of the head on; rows past T read as zeros)
 // into V's two swizzled tiles of 32 d by the block's NT threads, rounded once
@@ -372,9 +386,7 @@ __device__ __forceinline__ void pass_prologue(float *V, const float *__restrict_
                                               const float *__restrict__ gan, const float *__restrict__ rowdot,
                                               float (&maxima)[3][8], unsigned long long *rows_full,
                                               LoadRows load_rows, LoadP load_p, LoadD load_d) {
-#pragma unroll
-    for (int s2 = 0; s2 < 2; ++s2)
-        tc::copy_tile_sw128<ROWS, NT>(V + s2 * ROWS * 32, value + (head_rows + v0) * kD, kD, 0, 32 * s2, kT - v0, kD);
+    copy_v<ROWS, NT>(V, value, head_rows, v0);
     tc::cp_async_commit();
     if constexpr (GS_HALF) head_maxima(gan, rowdot, head_rows, maxima);
     __syncthreads(); // the barriers are initialised
@@ -386,8 +398,7 @@ __device__ __forceinline__ void pass_prologue(float *V, const float *__restrict_
     }
     load_d(0);
     tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v
-#pragma unroll
-    for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<ROWS, NT>(V + s2 * ROWS * 32);
+    round_v<ROWS, NT>(V);
     tc::mbar_wait(rows_full, 0);
 }
 

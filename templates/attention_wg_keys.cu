@@ -177,14 +177,6 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
         dl = i < kT ? rowdot[it.head_rows + i] : 0.f;
         if constexpr (WC) ml = i < kT ? edit_region_mask[it.b * kT + i] : 0.f;
     };
-    // v of an item's NW x 64 keys into V by every thread (rows past T read as
-    // zeros), rounded by the same threads once landed.
-    auto copy_v = [&](const item &it, float *V) {
-#pragma unroll
-        for (int s2 = 0; s2 < 2; ++s2)
-            tc::copy_tile_sw128<NW * 64, NT>(V + s2 * NW * 64 * 32, value + (it.head_rows + it.jblock0) * kD, kD, 0,
-                                             32 * s2, kT - it.jblock0, kD);
-    };
     const bool out0_col_ok[2] = {true, true};
 
     // Prologue: v of the first item's NW x 64 keys, its first steps' loads (attention_wg.cu).
@@ -250,8 +242,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
             if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
             if (MULTI && k > 0 && i0 == 0) { // this item's v, asked for in the last step: landed, then rounded
                 if (P_TMA) tc::cp_async_wait<0>();
-#pragma unroll
-                for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<NW * 64, NT>(V_of(k) + s2 * NW * 64 * 32);
+                round_v<NW * 64, NT>(V_of(k));
                 tc::fence_async_shared();
             }
             block_bar(1); // this step's buffer (stored last step) is in place; slot step-1 and R are read
@@ -262,7 +253,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
             } else if (next_item) { // the next item's first step, v and keys (P_STAGES == 2: one step ahead)
                 load_rows(nxt, 0);
                 load_p(nxt, 0, (bstep + 1) % P_STAGES);
-                copy_v(nxt, V_of(k + 1));
+                copy_v<NW * 64, NT>(V_of(k + 1), value, nxt.head_rows, nxt.jblock0);
                 if (P_TMA) tc::cp_async_commit();
                 load_keys(nxt, keep_n, mj_n);
             }
