@@ -6,8 +6,9 @@
 -- workload for all the variants, the mean of AB_REPS medians, the rounds
 -- forward and backward in turn: attnbwd.time_tiles). VARIANT: "-" for the
 -- heuristic's tiles, else "key=value ..." laid over them, or "+key=value ..."
--- laid over the workload's entry in the shipped H200 tuning table (and the
--- heuristic's tiles where it has none), as "-" runs. AB_SHAPES="1,5" limits the
+-- laid over the workload's entry in the shipped H200 tuning table (AB_TABLE=
+-- tuning_h100 for the H100's; the heuristic's tiles where it has none), as "-"
+-- runs. AB_SHAPES="1,5" limits the
 -- suite to those workloads (from 1). With two variants, the last column is
 -- the second's time against the first's. MODE time:KERNEL times instead the
 -- plan's kernel whose name ends in KERNEL, alone (problem 2), the same way:
@@ -30,7 +31,7 @@ if os.getenv("AB_SHAPES") then
   for n in os.getenv("AB_SHAPES"):gmatch("%d+") do only[tonumber(n)] = true end
 end
 local reps, iters = tonumber(os.getenv("AB_REPS") or "2"), tonumber(os.getenv("AB_ITERS") or "20")
-local shipped = require("tuning_h200").entries
+local shipped = require(os.getenv("AB_TABLE") or "tuning_h200").entries
 local function tiles_of(v, case)
   if v == "-" then return nil end
   if v:sub(1, 1) ~= "+" then return v end

@@ -9,7 +9,7 @@
 -- the two runs' mean. OUT: those entries as a tuning table for this GPU
 -- (GPU_NAME, else the device's name), for <cache folder>/tuning.lua, where
 -- they win over the shipped tables' (lua/plan.lua). Prints one line a
--- workload and the count of new entries.
+-- workload and the count of new entries. AB_TABLE: as ab.lua's.
 local attnbwd = require "attnbwd"
 local run1, run2, out = arg[1], arg[2], arg[3]
 local variants = { table.unpack(arg, 4) }
@@ -34,7 +34,7 @@ end
 
 local r1, r2 = read(run1), read(run2)
 local gpu = os.getenv("GPU_NAME") or attnbwd.info().device
-local shipped = require("tuning_h200").entries -- what ab.lua's "+..." lays the variants over
+local shipped = require(os.getenv("AB_TABLE") or "tuning_h200").entries -- what ab.lua's "+..." lays the variants over
 local entries, added, lines = {}, 0, {}
 for idx, case in ipairs(attnbwd.suite("sol072_workload")) do
   local a, b = r1[idx], r2[idx]
