@@ -58,12 +58,21 @@ local lost_on_h100 = {
 -- as it was before this entry: 444.4 us against torch.compile TF32's 801.9;
 -- with it (another H100, the session's final tree): 446.0 against 805.7,
 -- B=16,T=691 1716.0 us against 1758.4; all 16 passing.
+-- Thirty-fifth session (build/s/h200_sweep.sh on an H100: 15 choices laid
+-- over this table, two A/B runs with the entry first and last, then each
+-- workload's best singles and their pairs, two A/B runs more; bench.py with
+-- the winners): B=64,T=256 pair=1 with gq_pair=1 in 64-row blocks of three
+-- stages, -7.0/-5.6% in the pairs' runs (pair=1 alone -5.7/-4.7), bench.py
+-- 1561.0 us against 1644.6 the session before; B=16,T=691 gq_red=2 with
+-- gq_pair=1 and pair=1, -5.4/-4.2% (gq_red=2 gq_pair=1 alone -4.3/-3.2),
+-- bench.py 1653.5 against 1716.0. bench.py with both: 441.8 us against
+-- torch.compile TF32's 796.6, all 16 passing.
 local h100_only = {
   ["edit_attention_bwd B=4 H=16 T=640 dropout=1 precision=0"] = "gq_tma=1 gs_round=1",
   ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0 ga_tma=1 lane_pri=2",
   ["edit_attention_bwd B=2 H=16 T=768 dropout=1 precision=0"] = "side_start=2 ga_tma=1",
-  ["edit_attention_bwd B=64 H=16 T=256 dropout=1 precision=0"] = "gq_red=2",
-  ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1 gq_red=1 gq_pair=1",
+  ["edit_attention_bwd B=64 H=16 T=256 dropout=1 precision=0"] = "pair=1 gq_red=2 gq_pair=1 gq_bn=64 gq_stages=3",
+  ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1 gq_red=2 gq_pair=1 pair=1",
   ["edit_attention_bwd B=16 H=16 T=176 dropout=1 precision=0"] = "pair_kv=1 gq_red=1 gq_pair=1",
 }
 local entries = {}

@@ -483,8 +483,8 @@ static const struct {
     int64_t b, t;
     const char *h100, *h200;
 } h100_own[] = {{4, 640, " gq_tma=1", " gq_tma=0"}, {4, 288, " lane_pri=2", " lane_pri=0"},
-                {2, 768, " ga_tma=1", " ga_tma=0"}, {64, 256, " gq_red=2", " gq_red=0"},
-                {16, 691, " gq_red=1", " gq_red=2"}, {16, 176, " gq_pair=1", " gq_pair=0"}};
+                {2, 768, " ga_tma=1", " ga_tma=0"}, {64, 256, " gq_stages=3", " gq_stages=4"},
+                {16, 691, " pair=1", " pair=0"}, {16, 176, " gq_pair=1", " gq_pair=0"}};
 
 /* Problem 2's H200 entries (thirty-third session) that the H100 takes from it: the same tiles won on both. */
 static const struct {
