@@ -3,13 +3,13 @@
 -- MODE: compile (no GPU needed with --arch), check (fp64 reference), time
 -- (best of AB_REPS medians of AB_ITERS launches, cold L2, the variants taken
 -- in turn so that drift hits them alike; problem 2: inputs drawn once a
--- workload for all the variants, the mean of AB_REPS medians, the rounds
--- forward and backward in turn: attnbwd.time_tiles). VARIANT: "-" for the
--- heuristic's tiles, else "key=value ..." laid over them, or "+key=value ..."
--- laid over the workload's entry in the shipped H200 tuning table (AB_TABLE=
--- tuning_h100 for the H100's; the heuristic's tiles where it has none), as "-"
--- runs. AB_SHAPES="1,5" limits the
--- suite to those workloads (from 1). With two variants, the last column is
+-- workload for all the variants, the mean of AB_REPS medians (rounded up to
+-- even), the rounds forward and backward in turn: attnbwd.time_tiles).
+-- VARIANT: "-" for the heuristic's tiles, else "key=value ..." laid over
+-- them, or "+key=value ..." laid over the workload's entry in the shipped H200
+-- tuning table (AB_TABLE=tuning_h100 for the H100's; the heuristic's tiles
+-- where it has none), as "-" runs. AB_SHAPES="1,5" limits the suite to those
+-- workloads (from 1). With two variants, the last column is
 -- the second's time against the first's. MODE time:KERNEL times instead the
 -- plan's kernel whose name ends in KERNEL, alone (problem 2), the same way:
 -- its results need not be right, for timing a kernel experiment before it

@@ -221,8 +221,9 @@ static int l_time(lua_State *L) {
 
 /* attnbwd.time_tiles(case, {tiles...} [, iters [, reps]]) -> {us...}: problem 2,
  * each tile choice ("-": the heuristic's) timed as attnbwd.time times it, on
- * inputs drawn once, in turn for `reps` rounds (default 2), forward and
- * backward in alternate rounds; the mean of each one's medians. */
+ * inputs drawn once, in turn for `reps` rounds (default 2; an odd count runs
+ * one more), forward and backward in alternate rounds; the mean of each
+ * one's medians. */
 static int l_time_tiles(lua_State *L) {
     suite_case c;
     const char *why = to_case(L, 1, &c);
