@@ -4,7 +4,9 @@
 -- (best of AB_REPS medians of AB_ITERS launches, cold L2, the variants taken
 -- in turn so that drift hits them alike; problem 2: inputs drawn once a
 -- workload for all the variants, the mean of AB_REPS medians (rounded up to
--- even), the rounds forward and backward in turn: attnbwd.time_tiles).
+-- even), in pairs of rounds of a shuffled order and its reverse, a new
+-- shuffle every pair and run (AB_SEED=N repeats a run's, 0 keeps the order):
+-- attnbwd.time_tiles).
 -- VARIANT: "-" for the heuristic's tiles, else "key=value ..." laid over
 -- them, or "+key=value ..." laid over the workload's entry in the shipped H200
 -- tuning table (AB_TABLE=tuning_h100 for the H100's; the heuristic's tiles
@@ -31,6 +33,8 @@ if os.getenv("AB_SHAPES") then
   for n in os.getenv("AB_SHAPES"):gmatch("%d+") do only[tonumber(n)] = true end
 end
 local reps, iters = tonumber(os.getenv("AB_REPS") or "2"), tonumber(os.getenv("AB_ITERS") or "20")
+-- The rounds' order (attnbwd.time_tiles): shuffled, a new seed each run unless AB_SEED says (0: in order).
+local seed = math.tointeger(tonumber(os.getenv("AB_SEED") or "")) or os.time()
 local shipped = require(os.getenv("AB_TABLE") or "tuning_h200").entries
 local function tiles_of(v, case)
   if v == "-" then return nil end
@@ -59,7 +63,7 @@ for idx, case in ipairs(attnbwd.suite(suite)) do
       if not kernel and case.problem == "edit_attention_bwd" then -- inputs drawn once for all the variants
         local mapped = {}
         for i, v in ipairs(variants) do mapped[i] = tiles_of(v, case) or "-" end
-        best = attnbwd.time_tiles(case, mapped, iters, reps)
+        best = attnbwd.time_tiles(case, mapped, iters, reps, seed ~= 0 and seed + idx or 0)
       else
         for rep = 1, reps do
           for i, v in ipairs(variants) do
@@ -92,4 +96,5 @@ if mode == "time" and timed > 0 then
   local line = string.format("%-22s", "geomean")
   for i = 1, #variants do line = line .. string.format(" %10.1f", math.exp(logsum[i] / timed)) end
   print(line)
+  print("AB_SEED=" .. seed)
 end

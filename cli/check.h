@@ -48,7 +48,16 @@ attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters,
 attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
 /* check_edit_time_tiles (below) on the context's device; problem 2 only. */
 attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
-                                int reps, double *mean_us);
+                                int reps, uint64_t seed, double *mean_us);
+/* The most tile choices one timing takes. */
+#define CHECK_MAX_CHOICES 64
+/* The order of round `round` of a timing of n choices: rounds come in pairs,
+ * the second the first reversed, so that each choice's mean position is the
+ * same and a drift over a round hits all alike; seed 0 takes 0..n-1 first in
+ * every pair, another seed a shuffle of its own for each pair, so that an
+ * effect that recurs at fixed times in a run (the GPU's clocks capped on a
+ * schedule) falls on different choices in every pair and in every run. */
+void check_round_order(int n, int round, uint64_t seed, int *order);
 
 /* The timing loop shared by the problems: fn launches the work on stream s
  * (a cudaStream_t); median device time in us of `iters` launches, each after
@@ -119,6 +128,6 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
  * and backward in alternate rounds so that a drift over a round hits them
  * alike. mean_us[i]: the mean of its medians. */
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
-                                     int iters, int reps, double *mean_us);
+                                     int iters, int reps, uint64_t seed, double *mean_us);
 
 #endif

@@ -23,6 +23,7 @@
  * freed on every path. */
 #include "check.h"
 #include "internal.h"
+#include "prng.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -707,9 +708,30 @@ static attnbwd_status upload_timing_inputs(const suite_case *c, size_t ws_bytes,
     return st;
 }
 
+void check_round_order(int n, int round, uint64_t seed, int *order) {
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    if (seed) { /* Fisher-Yates, from a state of the seed and the pair */
+        uint64_t x = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(round / 2 + 1)), st[4];
+        for (int i = 0; i < 4; i++)
+            st[i] = prng_splitmix64(&x);
+        for (int i = n - 1; i > 0; i--) {
+            const int j = (int)(prng_xoshiro256ss(st) % (uint64_t)(i + 1)), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+    }
+    if (round % 2)
+        for (int i = 0, j = n - 1; i < j; i++, j--) {
+            const int t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+}
+
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
-                                     int iters, int reps, double *mean_us) {
-    if (!c || n <= 0 || !tiles || !mean_us || iters <= 0 || reps <= 0)
+                                     int iters, int reps, uint64_t seed, double *mean_us) {
+    if (!c || n <= 0 || n > CHECK_MAX_CHOICES || !tiles || !mean_us || iters <= 0 || reps <= 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_edit_time_tiles: n = %d, iters = %d, reps = %d", n,
                        iters, reps);
     edit_dev d;
@@ -732,16 +754,17 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
         st = upload_timing_inputs(c, ws, &d, &da); /* the largest workspace serves every plan */
     if (st != ATTNBWD_OK)
         goto cleanup;
-    /* Serpentine rounds (forward, then backward): the GPU slows over a long
-     * round of large calls (measured up to 15% between the first and the
-     * last of 19 variants of one tile choice), and the mean of positions i and
-     * n-1-i is the same for every choice. So the rounds come in pairs: with
-     * an odd count the last choice ran late in two rounds of three (on an
+    /* Rounds in pairs, the second the first reversed (check_round_order):
+     * the GPU slows over a long round of large calls (measured up to 15%
+     * between the first and the last of 19 variants of one tile choice). With
+     * an odd count of rounds the last choice ran late in two of three (on an
      * H100, the same tiles first and last 4-7% apart at B=64,T=256). */
     const int rounds = reps + reps % 2;
-    for (int rep = 0; rep < rounds; rep++)
+    int order[CHECK_MAX_CHOICES];
+    for (int rep = 0; rep < rounds; rep++) {
+        check_round_order(n, rep, seed, order);
         for (int j = 0; j < n; j++) {
-            const int i = rep % 2 ? n - 1 - j : j;
+            const int i = order[j];
             edit_launch l = {k[i], c, &da};
             double us = 0.0;
             st = check_time_launches(launch_edit, &l, iters, &us);
@@ -749,6 +772,7 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
                 goto cleanup;
             mean_us[i] += us / rounds;
         }
+    }
 cleanup:
     dev_free(&d);
     free(k);

@@ -219,22 +219,24 @@ static int l_time(lua_State *L) {
     return 2;
 }
 
-/* attnbwd.time_tiles(case, {tiles...} [, iters [, reps]]) -> {us...}: problem 2,
- * each tile choice ("-": the heuristic's) timed as attnbwd.time times it, on
- * inputs drawn once, in turn for `reps` rounds (default 2; an odd count runs
- * one more), forward and backward in alternate rounds; the mean of each
- * one's medians. */
+/* attnbwd.time_tiles(case, {tiles...} [, iters [, reps [, seed]]]) -> {us...}:
+ * problem 2, each tile choice ("-": the heuristic's) timed as attnbwd.time
+ * times it, on inputs drawn once, in turn for `reps` rounds (default 2; an
+ * odd count runs one more), in pairs of an order and its reverse; seed 0 (the
+ * default) takes the choices in their order, another seed shuffles each
+ * pair's (check_round_order). The mean of each one's medians. */
 static int l_time_tiles(lua_State *L) {
     suite_case c;
     const char *why = to_case(L, 1, &c);
     if (why) return fail(L, "%s", why);
     luaL_checktype(L, 2, LUA_TTABLE);
     const lua_Integer n = luaL_len(L, 2), iters = luaL_optinteger(L, 3, 50), reps = luaL_optinteger(L, 4, 2);
-    if (n < 1 || n > 64) return fail(L, "%d tile choices: must be 1 to 64", (int)n);
+    const lua_Integer seed = luaL_optinteger(L, 5, 0);
+    if (n < 1 || n > CHECK_MAX_CHOICES) return fail(L, "%d tile choices: must be 1 to %d", (int)n, CHECK_MAX_CHOICES);
     if (iters < 1 || iters > 100000) return fail(L, "iters = %d: must be in [1, 100000]", (int)iters);
     if (reps < 1 || reps > 100) return fail(L, "reps = %d: must be in [1, 100]", (int)reps);
-    const char *tiles[64];
-    double mean[64];
+    const char *tiles[CHECK_MAX_CHOICES];
+    double mean[CHECK_MAX_CHOICES];
     for (lua_Integer i = 1; i <= n; i++) {
         const int type = lua_geti(L, 2, i);
         const char *t = type == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* the table keeps it alive */
@@ -242,7 +244,7 @@ static int l_time_tiles(lua_State *L) {
         if (!t) return fail(L, "tile choice %d is a %s, not a string", (int)i, lua_typename(L, type));
         tiles[i - 1] = strcmp(t, "-") ? t : NULL;
     }
-    if (check_time_tiles(ctx_of(L), &c, (int)n, tiles, (int)iters, (int)reps, mean) != ATTNBWD_OK)
+    if (check_time_tiles(ctx_of(L), &c, (int)n, tiles, (int)iters, (int)reps, (uint64_t)seed, mean) != ATTNBWD_OK)
         return fail(L, "%s", attnbwd_last_error());
     lua_createtable(L, (int)n, 0);
     for (lua_Integer i = 1; i <= n; i++) {
