@@ -3,8 +3,8 @@
 -- MODE: compile (no GPU needed with --arch), check (fp64 reference), time
 -- (best of AB_REPS medians of AB_ITERS launches, cold L2, the variants taken
 -- in turn so that drift hits them alike; problem 2: inputs drawn once a
--- workload for all the variants, the mean of AB_REPS medians (rounded up to
--- even), in pairs of rounds of a shuffled order and its reverse, a new
+-- workload for all the variants, the median of AB_REPS medians (rounded up
+-- to even), in pairs of rounds of a shuffled order and its reverse, a new
 -- shuffle every pair and run (AB_SEED=N repeats a run's, 0 keeps the order):
 -- attnbwd.time_tiles).
 -- VARIANT: "-" for the heuristic's tiles, else "key=value ..." laid over

@@ -593,14 +593,14 @@ attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters,
 }
 
 attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
-                                int reps, uint64_t seed, double *mean_us) {
+                                int reps, uint64_t seed, double *time_us) {
     check_result r;
     attnbwd_status st = use_ctx_device(ctx, &r);
     if (st != ATTNBWD_OK)
         return st;
     if (!c || c->shape.problem != ATTNBWD_EDIT_ATTENTION_BWD)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_tiles: problem-2 cases only");
-    return check_edit_time_tiles(ctx, c, n, tiles, iters, reps, seed, mean_us);
+    return check_edit_time_tiles(ctx, c, n, tiles, iters, reps, seed, time_us);
 }
 
 attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r) {

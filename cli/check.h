@@ -48,7 +48,7 @@ attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters,
 attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
 /* check_edit_time_tiles (below) on the context's device; problem 2 only. */
 attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
-                                int reps, uint64_t seed, double *mean_us);
+                                int reps, uint64_t seed, double *time_us);
 /* The most tile choices one timing takes. */
 #define CHECK_MAX_CHOICES 64
 /* The order of round `round` of a timing of n choices: rounds come in pairs,
@@ -123,11 +123,11 @@ attnbwd_status check_edit_case_ex(attnbwd_ctx *ctx, const suite_case *c, uint64_
 attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
 
 /* A/B of tile choices on one problem-2 case: the inputs drawn and uploaded
- * once, then `reps` rounds in which each of the n choices (tiles[i]; NULL:
- * the heuristic's) is timed as check_time_case times it, in turn, forward
- * and backward in alternate rounds so that a drift over a round hits them
- * alike. mean_us[i]: the mean of its medians. */
+ * once, then `reps` rounds (an odd count runs one more) in which each of the
+ * n choices (tiles[i]; NULL: the heuristic's) is timed as check_time_case
+ * times it, in the order check_round_order gives for the round and the seed.
+ * time_us[i]: the median of its rounds' medians. */
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
-                                     int iters, int reps, uint64_t seed, double *mean_us);
+                                     int iters, int reps, uint64_t seed, double *time_us);
 
 #endif

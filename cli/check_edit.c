@@ -729,18 +729,27 @@ void check_round_order(int n, int round, uint64_t seed, int *order) {
         }
 }
 
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
-                                     int iters, int reps, uint64_t seed, double *mean_us) {
-    if (!c || n <= 0 || n > CHECK_MAX_CHOICES || !tiles || !mean_us || iters <= 0 || reps <= 0)
+                                     int iters, int reps, uint64_t seed, double *time_us) {
+    if (!c || n <= 0 || n > CHECK_MAX_CHOICES || !tiles || !time_us || iters <= 0 || reps <= 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_edit_time_tiles: n = %d, iters = %d, reps = %d", n,
                        iters, reps);
     edit_dev d;
     edit_args da;
     memset(&d, 0, sizeof d);
     attnbwd_status st = ATTNBWD_OK;
+    const int rounds = reps + reps % 2; /* in pairs: see below */
     attnbwd_kernel **k = calloc((size_t)n, sizeof *k);
-    if (!k)
-        return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "check_edit_time_tiles: %d kernels", n);
+    double *per_round = calloc((size_t)n * (size_t)rounds, sizeof *per_round); /* [choice][round] */
+    if (!k || !per_round) {
+        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "check_edit_time_tiles: %d kernels, %d rounds", n, rounds);
+        goto cleanup;
+    }
     size_t ws = 0;
     for (int i = 0; i < n && st == ATTNBWD_OK; i++) {
         suite_case ci = *c;
@@ -748,7 +757,6 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
         st = get_kernel(ctx, &ci, &k[i]);
         if (st == ATTNBWD_OK && attnbwd_edit_attention_workspace(k[i]) > ws)
             ws = attnbwd_edit_attention_workspace(k[i]);
-        mean_us[i] = 0.0;
     }
     if (st == ATTNBWD_OK)
         st = upload_timing_inputs(c, ws, &d, &da); /* the largest workspace serves every plan */
@@ -759,22 +767,28 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
      * between the first and the last of 19 variants of one tile choice). With
      * an odd count of rounds the last choice ran late in two of three (on an
      * H100, the same tiles first and last 4-7% apart at B=64,T=256). */
-    const int rounds = reps + reps % 2;
     int order[CHECK_MAX_CHOICES];
     for (int rep = 0; rep < rounds; rep++) {
         check_round_order(n, rep, seed, order);
         for (int j = 0; j < n; j++) {
             const int i = order[j];
             edit_launch l = {k[i], c, &da};
-            double us = 0.0;
-            st = check_time_launches(launch_edit, &l, iters, &us);
+            st = check_time_launches(launch_edit, &l, iters, &per_round[(size_t)i * rounds + rep]);
             if (st != ATTNBWD_OK)
                 goto cleanup;
-            mean_us[i] += us / rounds;
         }
+    }
+    /* The median of a choice's rounds: at the largest calls the GPU's clocks
+     * drop for a whole round now and then (on an H100, one of six copies of
+     * a tile choice 5% slower, another in the next run), which a mean takes in. */
+    for (int i = 0; i < n; i++) {
+        double *r = &per_round[(size_t)i * rounds];
+        qsort(r, (size_t)rounds, sizeof *r, cmp_double);
+        time_us[i] = (r[rounds / 2 - 1] + r[rounds / 2]) / 2; /* rounds is even */
     }
 cleanup:
     dev_free(&d);
+    free(per_round);
     free(k);
     return st;
 }

@@ -224,7 +224,7 @@ static int l_time(lua_State *L) {
  * times it, on inputs drawn once, in turn for `reps` rounds (default 2; an
  * odd count runs one more), in pairs of an order and its reverse; seed 0 (the
  * default) takes the choices in their order, another seed shuffles each
- * pair's (check_round_order). The mean of each one's medians. */
+ * pair's (check_round_order). The median of each one's rounds' medians. */
 static int l_time_tiles(lua_State *L) {
     suite_case c;
     const char *why = to_case(L, 1, &c);
@@ -236,7 +236,7 @@ static int l_time_tiles(lua_State *L) {
     if (iters < 1 || iters > 100000) return fail(L, "iters = %d: must be in [1, 100000]", (int)iters);
     if (reps < 1 || reps > 100) return fail(L, "reps = %d: must be in [1, 100]", (int)reps);
     const char *tiles[CHECK_MAX_CHOICES];
-    double mean[CHECK_MAX_CHOICES];
+    double us[CHECK_MAX_CHOICES];
     for (lua_Integer i = 1; i <= n; i++) {
         const int type = lua_geti(L, 2, i);
         const char *t = type == LUA_TSTRING ? lua_tostring(L, -1) : NULL; /* the table keeps it alive */
@@ -244,11 +244,11 @@ static int l_time_tiles(lua_State *L) {
         if (!t) return fail(L, "tile choice %d is a %s, not a string", (int)i, lua_typename(L, type));
         tiles[i - 1] = strcmp(t, "-") ? t : NULL;
     }
-    if (check_time_tiles(ctx_of(L), &c, (int)n, tiles, (int)iters, (int)reps, (uint64_t)seed, mean) != ATTNBWD_OK)
+    if (check_time_tiles(ctx_of(L), &c, (int)n, tiles, (int)iters, (int)reps, (uint64_t)seed, us) != ATTNBWD_OK)
         return fail(L, "%s", attnbwd_last_error());
     lua_createtable(L, (int)n, 0);
     for (lua_Integer i = 1; i <= n; i++) {
-        lua_pushnumber(L, mean[i - 1]);
+        lua_pushnumber(L, us[i - 1]);
         lua_seti(L, -2, i);
     }
     return 1;
