@@ -780,7 +780,9 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
     }
     /* The median of a choice's rounds: at the largest calls the GPU's clocks
      * drop for a whole round now and then (on an H100, one of six copies of
-     * a tile choice 5% slower, another in the next run), which a mean takes in. */
+     * a tile choice 5% slower, another in the next run), which a mean takes
+     * in. Not the best round: a round about 3% fast came as often, and then
+     * one lucky round of a choice would beat both of the entry's copies. */
     for (int i = 0; i < n; i++) {
         double *r = &per_round[(size_t)i * rounds];
         qsort(r, (size_t)rounds, sizeof *r, cmp_double);
