@@ -10,11 +10,16 @@
 -- (GPU_NAME, else the device's name), for <cache folder>/tuning.lua, where
 -- they win over the shipped tables' (lua/plan.lua). Prints one line a
 -- workload and the count of new entries. AB_TABLE: as ab.lua's.
+-- With OUT = --pairs, the second stage of a sweep instead: per workload the
+-- variants faster than the entry's mean by more than 0.5% in both runs, best
+-- three by their mean time, and it prints "idx|variant|..." (the best two and
+-- the pairs of the three that share no key) for each workload with two or
+-- more, to time against the entry again (ab.lua with AB_SHAPES=idx).
 local attnbwd = require "attnbwd"
 local run1, run2, out = arg[1], arg[2], arg[3]
 local variants = { table.unpack(arg, 4) }
 if not out or #variants == 0 then
-  io.stderr:write("usage: attnbwd lua bench/ab_entries.lua RUN1 RUN2 OUT \"+key=value ...\"...\n")
+  io.stderr:write("usage: attnbwd lua bench/ab_entries.lua RUN1 RUN2 OUT|--pairs \"+key=value ...\"...\n")
   os.exit(2)
 end
 
@@ -33,6 +38,37 @@ local function read(path)
 end
 
 local r1, r2 = read(run1), read(run2)
+
+local function keys(v)
+  local k = {}
+  for key in v:gmatch("([%w_]+)=") do k[key] = true end
+  return k
+end
+local function disjoint(a, b)
+  local ka = keys(a)
+  for key in pairs(keys(b)) do if ka[key] then return false end end
+  return true
+end
+if out == "--pairs" then
+  for idx = 1, #attnbwd.suite("sol072_workload") do
+    local a, b, good = r1[idx], r2[idx], {}
+    for v = 1, a and b and #variants or 0 do
+      if a[v + 1] < 0.995 * (a[1] + a[#a]) / 2 and b[v + 1] < 0.995 * (b[1] + b[#b]) / 2 then
+        good[#good + 1] = { v = variants[v], us = a[v + 1] + b[v + 1] }
+      end
+    end
+    table.sort(good, function(x, y) return x.us < y.us end)
+    local line = { idx, good[1] and good[1].v, good[2] and good[2].v }
+    for i = 1, math.min(3, #good) do
+      for j = i + 1, math.min(3, #good) do
+        if disjoint(good[i].v, good[j].v) then line[#line + 1] = good[i].v .. " " .. good[j].v:sub(2) end
+      end
+    end
+    if #good >= 2 then print(table.concat(line, "|")) end
+  end
+  os.exit(0)
+end
+
 local gpu = os.getenv("GPU_NAME") or attnbwd.info().device
 local shipped = require(os.getenv("AB_TABLE") or "tuning_h200").entries -- what ab.lua's "+..." lays the variants over
 local entries, added, lines = {}, 0, {}

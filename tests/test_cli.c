@@ -462,7 +462,8 @@ static void test_lua_script(void **state)
 /* bench/ab_entries.lua: from two A/B runs (the entry first and last, two
  * variants between), a variant becomes an entry only where it beats both of
  * the entry's times and their mean by more than 1.5% in both runs, laid over
- * the shipped H200 entry, in a table for GPU_NAME. */
+ * the shipped H200 entry, in a table for GPU_NAME; --pairs lists the second
+ * stage's candidates. */
 static void test_ab_entries(void **state)
 {
     (void)state;
@@ -480,12 +481,12 @@ static void test_ab_entries(void **state)
     const char *lines[2] = {"#1  B=64  T=128       734.0      720.0      735.0      736.0\n"
                             "#2  B=1   T=373        94.4       95.0       94.0       94.6\n"
                             "#3  B=32  T=293      1000.0      990.0      970.0     1004.0\n"
-                            "#4  B=4   T=640       100.0      101.0      101.0      110.0\n"
+                            "#4  B=4   T=640       100.0      101.0      102.0      110.0\n"
                             "geomean                  1.0        1.0        1.0        1.0\n",
                             "#1  B=64  T=128       733.0      721.0      730.0      734.0\n"
                             "#2  B=1   T=373        94.2       90.0       94.0       94.1\n"
                             "#3  B=32  T=293      1002.0      991.0      975.0     1001.0\n"
-                            "#4  B=4   T=640       100.0      101.0      101.0      110.0\n"};
+                            "#4  B=4   T=640       100.0      101.0      102.0      110.0\n"};
     const char *paths[2] = {r1, r2};
     for (int i = 0; i < 2; i++) {
         FILE *f = fopen(paths[i], "w");
@@ -517,6 +518,16 @@ static void test_ab_entries(void **state)
     assert_true(strstr(odd, "tr_vec=0\",") != NULL && strstr(odd, "tr_vec=0\",") < strchr(odd, '\n'));
     assert_null(strstr(table, "T=373"));
     assert_null(strstr(table, "T=640"));
+    /* --pairs: where two variants beat the entry's mean by 0.5% in both runs (#3, #4), the faster first, then
+     * their pair; #1 has one such, #2's tr_vec only in one run. */
+    const char *pairs[] = {"lua", "--arch", "sm_90", "--no-cache", script, r1, r2, "--pairs", "+gq_red=1",
+                           "+tr_vec=0", NULL};
+    r = run_cli(pairs);
+    if (r.rc != 0)
+        dump("ab_entries.lua --pairs", &r);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.out, "3|+tr_vec=0|+gq_red=1|+tr_vec=0 gq_red=1\n4|+gq_red=1|+tr_vec=0|+gq_red=1 tr_vec=0\n");
+    free_result(&r);
     remove_tree(dir);
     free(dir);
 }
