@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: bench.py of this tree on an H200
+#   bench/gpu_session.sh pending what is still to be measured: bench.py of this tree on an H100
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,9 +40,9 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-06, end of the thirty-fourth session): on an H200, bench.py of this
-    # tree (the attention pass of two key blocks a block runs its items in a loop now, one a block by default;
-    # benched on an H100 only: 446.0 us there). About 2 minutes.
+    # What is still to be measured (2026-12-06, end of the thirty-fifth session): on an H100, bench.py of this
+    # tree (its table's 441.8 us came before the H200's new entries at B=1,T=1024 and B=32,T=773 came to it;
+    # the H100's A/Bs had them -1.4% and -1.2 to -1.6% there). About 2 minutes.
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --tools ours,compile_tf32 \
       --delay-cycles 60000000 --json "$OUT/bench.json" --png "$OUT/bench.png" 2>&1 | tee "$OUT/bench.txt"
     ;;

@@ -514,6 +514,13 @@ static void tuning_tables(void **state) {
     for (size_t i = 0; i < sizeof gq_shared / sizeof gq_shared[0]; i++)
         assert_edit_tiles_have(ctx, gq_shared[i].b, gq_shared[i].t, gq_shared[i].both, "H200");
     assert_edit_tiles_have(ctx, 16, 691, " gq_stages=3", "H200"); /* two gQ blocks of two batch rows an SM */
+    /* The thirty-fifth session's: both key-block organisations at B=1,T=1024 and B=2,T=768, the pair's product
+     * in launches of their own at B=64,T=256, gS rounded at B=32,T=773 (where the later pair=2 wins). */
+    assert_edit_tiles_have(ctx, 1, 1024, " att_kb=3", "H200");
+    assert_edit_tiles_have(ctx, 2, 768, " att_kb=3", "H200");
+    assert_edit_tiles_have(ctx, 64, 256, " pair=2", "H200");
+    assert_edit_tiles_have(ctx, 32, 773, " gs_round=1", "H200");
+    assert_edit_tiles_have(ctx, 32, 773, " pair=2", "H200");
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
@@ -569,6 +576,8 @@ static void tuning_tables(void **state) {
         assert_edit_tiles_have(ctx, h100_own[i].b, h100_own[i].t, h100_own[i].h100, "H100");
     for (size_t i = 0; i < sizeof gq_shared / sizeof gq_shared[0]; i++)
         assert_edit_tiles_have(ctx, gq_shared[i].b, gq_shared[i].t, gq_shared[i].both, "H100");
+    assert_edit_tiles_have(ctx, 1, 1024, " att_kb=3", "H100"); /* the H200's, level or better here too */
+    assert_edit_tiles_have(ctx, 32, 773, " pair=2", "H100");
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_GPU_MODEL");
     test_rmtree(dir);
