@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: bench.py of this tree on an H100
+#   bench/gpu_session.sh pending what is still to be measured: two near misses on an H200
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,10 +40,12 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-06, end of the thirty-fifth session): on an H100, bench.py of this
-    # tree (its table's 441.8 us came before the H200's new entries at B=1,T=1024 and B=32,T=773 came to it;
-    # the H100's A/Bs had them -1.4% and -1.2 to -1.6% there). About 2 minutes.
-    python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --tools ours,compile_tf32 \
-      --delay-cycles 60000000 --json "$OUT/bench.json" --png "$OUT/bench.png" 2>&1 | tee "$OUT/bench.txt"
+    # What is still to be measured (2026-12-06, end of the thirty-fifth session): on an H200, the two steady
+    # near misses of its sweep (-1.1 to -1.4% in four runs each, under the 1.5% rule): B=1,T=373 att_kb=3,
+    # B=2,T=449 pair_kv=1, each against its entry first and last, eight rounds, twice. About 1 minute.
+    for r in 1 2; do
+      AB_SHAPES=2 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+att_kb=3" "+ga_bm=0"
+      AB_SHAPES=13 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+pair_kv=1" "+ga_bm=0"
+    done 2>&1 | tee "$OUT/pending.txt"
     ;;
 esac
