@@ -766,7 +766,7 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
      * the GPU slows over a long round of large calls (measured up to 15%
      * between the first and the last of 19 variants of one tile choice). With
      * an odd count of rounds the last choice ran late in two of three (on an
-     * H100, the same tiles first and last 4-7% apart at B=64,T=256). */
+     * H100, the same tiles first and last 2-7% apart at the three largest). */
     int order[CHECK_MAX_CHOICES];
     for (int rep = 0; rep < rounds; rep++) {
         check_round_order(n, rep, seed, order);
