@@ -138,6 +138,11 @@ function M.attention_mixed_blocks(B, T, pair_heads)
   local nj = ceil_div(T, 64)
   return pair_heads * (nj // 2 + nj % 2) + (B * H - pair_heads) * nj
 end
+-- The pass's items where a block takes two key blocks (att_kb=2): pairs of
+-- 64-key blocks, for every (b, h); its grid is these over the items a block.
+function M.attention_pair_items(B, T)
+  return ceil_div(ceil_div(T, 64), 2) * B * H
+end
 -- att_items=0: the items a block of two key blocks takes one after another
 -- with the least modelled time, in steps of 32 rows: waves of blocks, each
 -- ITEM_SETUP (the fixed cost that the pass's times on the H200 fit at one
@@ -147,7 +152,7 @@ end
 -- with the model's counts, not 15-30% (an H100, docs/benchmarks.md, 2026-12-06).
 local ITEM_SETUP, ITEM_SWITCH = 3, 0.7
 function M.attention_items(B, T)
-  local steps, ni = ceil_div(T, 32), ceil_div(ceil_div(T, 64), 2) * B * H
+  local steps, ni = ceil_div(T, 32), M.attention_pair_items(B, T)
   local best, best_time
   for _, n in ipairs { 1, 2, 3, 4, 6, 8 } do
     local time = ceil_div(ceil_div(ni, n), limits.SMS) * (ITEM_SETUP + n * steps + (n - 1) * ITEM_SWITCH)
@@ -652,7 +657,7 @@ local function plan_fused(shape, t, arch)
     local ga_map = string.format("tmap:%d:%d:%d:32:32:1:", BT, HID, HID) .. wsp("gA")
     local q_map = string.format("tmap:%d:%d:%d:32:32:1:", B * H * T, D, D) .. "in:query"
     local grid = t.att_kb == 3 and { M.attention_mixed_blocks(B, T, pair_heads), 1, 1 } or
-                 t.att_kb == 2 and { ceil_div(ceil_div(NJ, 2) * B * H, items), 1, 1 } or { NJ, B * H, 1 }
+                 t.att_kb == 2 and { ceil_div(M.attention_pair_items(B, T), items), 1, 1 } or { NJ, B * H, 1 }
     p.kernel("attention_wg", grid,
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p",
