@@ -21,6 +21,12 @@
 -- Thirtieth session: B=32,T=293's att_kb=3 (the H200's) here too: 1074.1 /
 -- 1071.4 us against 1097.0 / 1090.7 and 1094.0 / 1100.8 (the entry before
 -- first and last, two runs).
+-- Thirty-sixth session (build/s/confirm36.sh, an H100: each of the H200's
+-- new entries against this table as it was, eight rounds, twice, % against
+-- the entry's mean): B=1,T=853 splitk_red=2 -6.1/-6.1, B=64,T=128
+-- side_start=2 -1.0/-1.0, B=2,T=449 pair_dsm=1 zero_early=0 -0.6/-0.9
+-- (inherited); B=4,T=288 splitk_red=2 side_start=2 +4.3/+4.1 and B=16,T=176
+-- splitk_red=1 -0.2/-0.2 over this GPU's own entries, which stay.
 local lost_on_h100 = {
   ["edit_attention_bwd B=8 H=16 T=448 dropout=1 precision=0"] = true,
 }

@@ -35,7 +35,7 @@ return {
     -- session's A/B: B=4,T=288 188.4 / 199.7 / 193.5 us against 197.5 / 211.0 /
     -- 197.2, B=2,T=449 196.4 / 196.5 / 199.8 against 204.7 / 204.4 / 204.6.
     -- (Twenty-second session: with ga_tma=1 as well, below.)
-    ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0 ga_tma=1",
+    ["edit_attention_bwd B=4 H=16 T=288 dropout=1 precision=0"] = "pair=0 ga_tma=1 splitk_red=2 side_start=2",
     -- Fourteenth session, with the call replayed from a CUDA graph: the side
     -- lanes after gA (side_start=1) won on these in three A/B runs (four
     -- serpentine rounds each, us, against the default): B=1,T=373 102.0 /
@@ -48,7 +48,7 @@ return {
     -- 5-7%, and was level on the rest. (Twenty-ninth session: more choices
     -- at B=1,T=373, B=1,T=853 and B=2,T=449, measured at the end.)
     ["edit_attention_bwd B=1 H=16 T=373 dropout=1 precision=0"] = "side_start=1 pair_dsm=1 gs_round=1",
-    ["edit_attention_bwd B=1 H=16 T=853 dropout=1 precision=0"] = "side_start=1 pair_kv=1 gs_round=1",
+    ["edit_attention_bwd B=1 H=16 T=853 dropout=1 precision=0"] = "side_start=1 pair_kv=1 gs_round=1 splitk_red=2",
     ["edit_attention_bwd B=8 H=16 T=448 dropout=1 precision=0"] = "side_start=1",
     -- And grad_hidden with grad_qkv_weight in one launch (pair=1, the
     -- heuristic's only where B*T <= 4096) won on these two in three runs:
@@ -60,7 +60,7 @@ return {
     -- The pair's k and v parts beside gQ (pair_kv=1): B=16,T=176 310.5 against
     -- 324.1 us, B=2,T=352 134.8 against 141.7 in the A/B; slower or level on
     -- the other nine paired workloads (B=8,T=448 +6%).
-    ["edit_attention_bwd B=16 H=16 T=176 dropout=1 precision=0"] = "pair_kv=1",
+    ["edit_attention_bwd B=16 H=16 T=176 dropout=1 precision=0"] = "pair_kv=1 splitk_red=1",
     ["edit_attention_bwd B=2 H=16 T=352 dropout=1 precision=0"] = "pair_kv=1",
     -- Twenty-second session (2026-12-05): the side lanes after gA's
     -- transposed B (side_start=2), where lane 0 starts with that transpose:
@@ -114,13 +114,22 @@ return {
     -- att_kb=3 (-3.0/-3.5), B=1,T=1024 att_kb=3 (-1.7/-2.2); B=32,T=773
     -- gs_round=1 with pair=2 (-2.7/-3.6, two runs at that workload alone).
     -- bench.py with them: 402.8 us (403.1 and 403.7 with the first three).
+    -- Thirty-sixth session (build/s/h200_sweep36.sh: 15 more choices, the
+    -- same two stages): B=1,T=853 splitk_red=2 (-5.7/-6.2; second stage
+    -- -5.7/-6.0), B=16,T=176 splitk_red=1 (-2.8/-3.3), B=4,T=288
+    -- splitk_red=2 side_start=2 (second stage -2.5/-2.0), B=2,T=449
+    -- pair_dsm=1 zero_early=0 (second stage -2.7/-2.0), B=64,T=128
+    -- side_start=2 (-1.6/-2.0). splitk_red's sums by float atomics: the last
+    -- bits of the split products' outputs vary from run to run there (the
+    -- plan's unordered_outputs; ATTNBWD_DETERMINISTIC=1 takes them out).
+    -- bench.py with them: 396.7 us (docs/benchmarks.md).
     ["edit_attention_bwd B=64 H=16 T=256 dropout=1 precision=0"] = "pair=2",
     ["edit_attention_bwd B=2 H=16 T=768 dropout=1 precision=0"] = "side_start=2 att_kb=3",
     ["edit_attention_bwd B=1 H=16 T=1024 dropout=1 precision=0"] = "ga_tma=1 side_start=1 gs_round=1 att_kb=3",
     ["edit_attention_bwd B=32 H=16 T=773 dropout=1 precision=0"] = "gq_red=1 gq_pair=1 gs_round=1 pair=2",
     ["edit_attention_bwd B=16 H=16 T=691 dropout=1 precision=0"] = "side_start=1 gq_red=2 gq_pair=1 gq_bn=64 gq_stages=3",
-    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1 att_kb=2 tr_vec=0",
-    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=1 pair=1 att_kb=2 gq_red=2 gq_pair=1",
+    ["edit_attention_bwd B=2 H=16 T=449 dropout=1 precision=0"] = "side_start=1 att_kb=2 tr_vec=0 pair_dsm=1 zero_early=0",
+    ["edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0"] = "side_start=2 pair=1 att_kb=2 gq_red=2 gq_pair=1",
     ["edit_attention_bwd B=16 H=16 T=211 dropout=1 precision=0"] = "side_start=1 gq_red=2 gq_pair=1",
   },
 }
