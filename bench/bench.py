@@ -83,6 +83,7 @@ class Options(ctypes.Structure):
         ("log_level", ctypes.c_int),
         ("log_fn", LOG_FN),
         ("log_user", ctypes.c_void_p),
+        ("deterministic", ctypes.c_int),
     ]
 
 
@@ -112,6 +113,7 @@ class KernelInfo(ctypes.Structure):
         ("origin", ctypes.c_int),  # enum attnbwd_origin
         ("build_seconds", ctypes.c_double),
         ("cubin_bytes", ctypes.c_size_t),
+        ("unordered_outputs", ctypes.c_uint),
     ]
 
 
@@ -207,6 +209,7 @@ class Library:
             "block": list(info.block),
             "shared_bytes": info.shared_bytes,
             "tiles": s(info.tiles),
+            "unordered_outputs": info.unordered_outputs,
             "cache_key": s(info.cache_key),
             "origin": ORIGINS.get(info.origin, str(info.origin)),
             "build_seconds": info.build_seconds,

@@ -91,6 +91,10 @@ static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd
     print_driver(&in, nd);
     print_arch(c, &in, nd);
     print_cache(c, &in);
+    printf(ROW "%s\n", "deterministic",
+           in.deterministic ? "yes (no output summed by float atomics; ATTNBWD_DETERMINISTIC=1)"
+                            : "no (tuned tiles may sum some outputs by float atomics; ATTNBWD_DETERMINISTIC=1 for "
+                              "the same bits every run)");
     return CLI_OK;
 }
 

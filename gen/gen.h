@@ -73,8 +73,10 @@ void kernel_plan_free(kernel_plan *p);
 
 /* The GPU model whose tuning tables apply ("" for none) and the text of the
  * user's table (NULL for none): a plan without an override takes a matching
- * table's entry before the heuristic. */
-attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning);
+ * table's entry before the heuristic. deterministic: every plan adds no output
+ * by float atomics (a table entry's such choices are taken out, an override's
+ * refused). */
+attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning, int deterministic);
 
 /* The candidate tile choices the problem's script offers for a shape, each as
  * a "key=value ..." string (free each and the array with free()). */

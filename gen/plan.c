@@ -13,6 +13,7 @@
 struct gen_state {
     lua_State *L;
     pthread_mutex_t mu; /* a Lua state is not thread-safe */
+    int deterministic;  /* gen_configure's: a plan that sums an output by atomics is an error */
 };
 
 static const char *problem_name(attnbwd_problem p) {
@@ -318,13 +319,17 @@ attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *ar
             s = err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s",
                         lua_tostring(L, -1) ? lua_tostring(L, -1) : "plan() refused the shape");
     }
+    /* The scripts take atomic sums out of a deterministic context's plans; one left is their bug. */
+    if (s == ATTNBWD_OK && g->deterministic && out->unordered_outputs)
+        s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() sums outputs 0x%02x by float atomics in a deterministic context "
+                    "(tiles %s)", out->unordered_outputs, out->tiles ? out->tiles : "?");
     lua_settop(L, top);
     pthread_mutex_unlock(&g->mu);
     if (s != ATTNBWD_OK) kernel_plan_free(out);
     return s;
 }
 
-attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning) {
+attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning, int deterministic) {
     pthread_mutex_lock(&g->mu);
     lua_State *L = g->L;
     int top = lua_gettop(L);
@@ -333,8 +338,10 @@ attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *use
         lua_pushstring(L, gpu_name ? gpu_name : "");
         if (user_tuning) lua_pushstring(L, user_tuning);
         else lua_pushnil(L);
-        s = gen_pcall(L, 2, 0);
+        lua_pushboolean(L, deterministic);
+        s = gen_pcall(L, 3, 0);
     }
+    if (s == ATTNBWD_OK) g->deterministic = deterministic;
     lua_settop(L, top);
     pthread_mutex_unlock(&g->mu);
     return s;

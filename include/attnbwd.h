@@ -81,6 +81,10 @@ typedef struct attnbwd_options {
     int log_level;          /* attnbwd_log_level; $ATTNBWD_LOG overrides when set */
     attnbwd_log_fn log_fn;  /* NULL: lines go to stderr, prefixed "attnbwd: " */
     void *log_user;
+    int deterministic;      /* 0 (default): tuned tiles may add some outputs by float atomics, whose last bits
+                               then vary from run to run (attnbwd_kernel_info.unordered_outputs says which);
+                               1: every output the same bits every run (tuning entries' atomic sums taken out,
+                               explicit tiles with them refused). $ATTNBWD_DETERMINISTIC=1 also sets it */
 } attnbwd_options;
 
 /* Fill with the defaults above. */
@@ -152,6 +156,9 @@ typedef struct attnbwd_kernel_info {
     attnbwd_origin origin;
     double build_seconds;     /* time to find or compile it the first time */
     size_t cubin_bytes;
+    unsigned unordered_outputs; /* problem 2: bit i set where output i (the args' order: grad_hidden_states,
+                                   grad_qkv_weight, ... grad_cross_edit_bias) is summed by float atomics, its
+                                   last bits free to differ between runs; 0: every output bit for bit */
 } attnbwd_kernel_info;
 
 /* Strings stay valid while the kernel does. */
@@ -288,6 +295,7 @@ typedef struct attnbwd_ctx_info {
     uint64_t cache_bytes;       /* size of the entries now in the cache */
     uint64_t cache_entries;
     int device;                 /* the CUDA ordinal kernels launch on (options.device) */
+    int deterministic;          /* options.deterministic, or $ATTNBWD_DETERMINISTIC */
 } attnbwd_ctx_info;
 
 ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info);

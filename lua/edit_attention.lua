@@ -310,6 +310,26 @@ local CHOICES = {
                                .. "end (2: its tiles and splits chosen for that)" },
 }
 
+-- The choices that sum some outputs by float atomics in no fixed order (the
+-- plan's unordered_outputs), and the value of each that does not.
+local ORDERED = { { "gs_store", 1 }, { "gq_red", 0 }, { "splitk_red", 0 } }
+
+-- A deterministic context's tiles (lua/plan.lua): those choices set to their
+-- ordered value, or refused where the caller's override named them.
+function M.deterministic(t, named)
+  for _, c in ipairs(ORDERED) do
+    local key, value = c[1], c[2]
+    if t[key] ~= value then
+      if named[key] ~= nil then
+        return string.format("%s=%d sums outputs by float atomics, their last bits varying from run to run; this "
+                             .. "context is deterministic (options.deterministic, ATTNBWD_DETERMINISTIC=1): %s=%d",
+                             key, t[key], key, value)
+      end
+      t[key] = value
+    end
+  end
+end
+
 -- "a, b or c"
 local function listed(values)
   local s = tostring(values[1])

@@ -14,8 +14,14 @@ local M = {}
 -- user's (the cache folder's tuning.lua) wins over the shipped ones (the
 -- H200's, the H100's); a table applies only on the GPU model it was measured on.
 local tuning = { gpu = "", tables = {} }
+-- A deterministic context (options.deterministic): no output summed by float
+-- atomics. A problem's `deterministic(tiles, named)` takes such choices out of
+-- the tiles (a table entry's, the heuristic's), and refuses them where the
+-- caller's override named them (named: its pairs).
+local deterministic = false
 
-function M.configure(gpu, user_text)
+function M.configure(gpu, user_text, det)
+  deterministic = det and true or false
   tuning.gpu = gpu or ""
   tuning.tables = {}
   if user_text then
@@ -54,19 +60,21 @@ end
 -- Tiles for a shape: the heuristic, then the override's pairs on top; with
 -- no override, a tuning table's entry for this GPU model, if it is valid.
 -- arch ("sm_90"; nil when unknown) lets a script fit the device's limits.
+-- from_table: the override is a tuning table's entry, not the caller's.
 -- Returns tiles or nil, why.
-function M.tiles(shape, override, arch)
+function M.tiles(shape, override, arch, from_table)
   local mod = problem_module(shape)
   local tiles = mod.heuristic(shape, arch)
   if not override then
     local entry = tuned(shape)
     if entry then
-      local t = M.tiles(shape, entry, arch)
+      local t = M.tiles(shape, entry, arch, true)
       if t then return t end -- an entry that no longer fits falls back to the heuristic
     end
   end
+  local given = {}
   if override and override ~= "" then
-    local given = render.parse_tiles(override)
+    given = render.parse_tiles(override)
     for k, v in pairs(given) do
       if tiles[k] == nil then return nil, "unknown tile '" .. k .. "' for " .. shape.problem end
       tiles[k] = v
@@ -76,6 +84,10 @@ function M.tiles(shape, override, arch)
     if given.vec and given.split == nil and tiles.split ~= nil and shape.seq_len % given.vec == 0 then
       tiles.split = 0
     end
+  end
+  if deterministic and mod.deterministic then
+    local why = mod.deterministic(tiles, not from_table and given or {})
+    if why then return nil, "tiles " .. render.tiles_string(tiles) .. ": " .. why end
   end
   local why = mod.validate(shape, tiles, arch)
   if why then return nil, "tiles " .. render.tiles_string(tiles) .. ": " .. why end

@@ -56,7 +56,7 @@ static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
     const char *model = getenv("ATTNBWD_GPU_MODEL");
     if (!model || !*model) model = ctx->have_device ? ctx->dev.name : "";
     char *user = read_user_tuning(ctx);
-    attnbwd_status s = gen_configure(ctx->gen, model, user);
+    attnbwd_status s = gen_configure(ctx->gen, model, user, ctx->deterministic);
     free(user);
     return s;
 }
@@ -77,6 +77,11 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     if (opt.device == ATTNBWD_DEVICE_CURRENT) opt.device = drv_current_device();
     if (opt.log_level < ATTNBWD_LOG_QUIET || opt.log_level > ATTNBWD_LOG_DEBUG)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.log_level = %d: must be 0..3", opt.log_level);
+    if (opt.deterministic != 0 && opt.deterministic != 1)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.deterministic = %d: must be 0 or 1", opt.deterministic);
+    const char *env_det = getenv("ATTNBWD_DETERMINISTIC");
+    if (env_det && *env_det && strcmp(env_det, "0") && strcmp(env_det, "1"))
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_DETERMINISTIC=%s: must be 0 or 1", env_det);
 
     attnbwd_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory opening a context");
@@ -87,6 +92,7 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     ctx->log.fn = opt.log_fn;
     ctx->log.user = opt.log_user;
     ctx->device_ordinal = opt.device;
+    ctx->deterministic = opt.deterministic || (env_det && !strcmp(env_det, "1"));
     table_init(&ctx->table);
 
     attnbwd_status s = drv_device_open(opt.device, &ctx->dev);
@@ -420,6 +426,7 @@ attnbwd_status attnbwd_kernel_get_info(const attnbwd_kernel *k, attnbwd_kernel_i
     info->origin = k->origin;
     info->build_seconds = k->build_seconds;
     info->cubin_bytes = k->cubin_len;
+    info->unordered_outputs = k->plan.unordered_outputs;
     return ATTNBWD_OK;
 }
 
@@ -455,6 +462,7 @@ attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info) {
     info->disk_cache = ctx->cache.dir && ctx->cache.writable;
     cache_usage(&ctx->cache, &info->cache_bytes, &info->cache_entries);
     info->device = ctx->device_ordinal;
+    info->deterministic = ctx->deterministic;
     return ATTNBWD_OK;
 }
 

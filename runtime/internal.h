@@ -79,6 +79,7 @@ struct attnbwd_ctx {
     int lane_priority;       /* $ATTNBWD_LANE_PRIORITY != 0: lane 0 on our high-priority stream */
     int graphs;              /* $ATTNBWD_GRAPHS != 0 (the default): repeated calls replay a CUDA graph */
     int pointer_checks;      /* $ATTNBWD_POINTER_CHECKS != 0 (the default): pointers_check asks the driver */
+    int deterministic;       /* options.deterministic or $ATTNBWD_DETERMINISTIC: no output summed by atomics */
 };
 
 /* kernel_table.c */

@@ -599,9 +599,50 @@ static void tuning_tables(void **state) {
     free(dir);
 }
 
+/* options.deterministic and $ATTNBWD_DETERMINISTIC: checked, shown by ctx_get_info; problem 2's tuned tiles then
+ * keep their choices but the float-atomic sums, and tiles naming one are refused (test_plan checks every public
+ * workload's plan on both tables). */
+static void deterministic_option(void **state) {
+    (void)state;
+    attnbwd_options o;
+    attnbwd_options_init(&o);
+    assert_int_equal(o.deterministic, 0);
+    o.arch = "sm_90";
+    o.disk_cache = 0;
+    o.deterministic = 2;
+    attnbwd_ctx *ctx = NULL;
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "options.deterministic = 2: must be 0 or 1");
+    o.deterministic = 0;
+    setenv("ATTNBWD_DETERMINISTIC", "yes", 1);
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_DETERMINISTIC=yes: must be 0 or 1");
+    setenv("ATTNBWD_GPU_MODEL", "NVIDIA H200", 1);
+    for (int way = 0; way < 3; ++way) { /* the env, the option, neither */
+        setenv("ATTNBWD_DETERMINISTIC", way == 0 ? "1" : "0", 1);
+        o.deterministic = way == 1;
+        assert_int_equal(attnbwd_open(&o, &ctx), ATTNBWD_OK);
+        attnbwd_ctx_info ci;
+        assert_int_equal(attnbwd_ctx_get_info(ctx, &ci), ATTNBWD_OK);
+        assert_int_equal(ci.deterministic, way < 2);
+        assert_edit_tiles_have(ctx, 1, 853, way < 2 ? " splitk_red=0" : " splitk_red=2", "H200");
+        assert_edit_tiles_have(ctx, 1, 853, " gs_round=1", "H200"); /* the entry's other choices stay */
+        assert_edit_tiles_have(ctx, 32, 773, way < 2 ? " gq_red=0" : " gq_red=1", "H200");
+        assert_edit_tiles_have(ctx, 32, 773, " pair=2", "H200");
+        if (way < 2) {
+            attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, 1, 16, 853, 1, 0};
+            attnbwd_kernel *k = NULL;
+            EXPECT_STATUS(attnbwd_get_kernel_tiles(ctx, &e, "splitk_red=1", &k), ATTNBWD_ERR_INVALID_ARGUMENT,
+                          "context is deterministic");
+        }
+        attnbwd_close(ctx);
+    }
+    unsetenv("ATTNBWD_DETERMINISTIC");
+    unsetenv("ATTNBWD_GPU_MODEL");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(open_errors),
+        cmocka_unit_test(deterministic_option),
         cmocka_unit_test(open_without_gpu),
         cmocka_unit_test(shape_errors),
         cmocka_unit_test(launch_errors),

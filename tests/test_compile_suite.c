@@ -90,6 +90,7 @@ static void edit_attention_suite_compiles(void **state) {
         assert_int_equal(attnbwd_kernel_get_info(k, &info), ATTNBWD_OK);
         if (shapes[i].precision != ATTNBWD_PRECISION_TF32) assert_string_equal(info.arch, "sm_90");
         if (i == 0) assert_string_equal(info.arch, "sm_90a");
+        assert_int_equal(info.unordered_outputs, 0); /* the heuristic's tiles: every output bit for bit */
         /* gA, grad_qkv, the row sums and gS (rows padded to a multiple of 4)
          * live in the workspace, with small partials, the wgmma products' B
          * transposed (at most hidden_states and attention_output, [BT, 1024]
@@ -102,6 +103,12 @@ static void edit_attention_suite_compiles(void **state) {
         assert_true(attnbwd_edit_attention_workspace(k) >= floats * 4);
         assert_true(attnbwd_edit_attention_workspace(k) <= floats * 4 + 2 * (bt + 4) * 1024 * 4 + ((size_t)256 << 20));
     }
+    /* A split product's K slices added by atomics: the kernel says which outputs (of grad_hidden_states,
+     * grad_qkv_weight, grad_out_weight: bits 0, 1, 3) vary in their last bits. */
+    assert_int_equal(attnbwd_get_kernel_tiles(ctx, &shapes[1], "splitk_red=1", &k), ATTNBWD_OK);
+    attnbwd_kernel_info red;
+    assert_int_equal(attnbwd_kernel_get_info(k, &red), ATTNBWD_OK);
+    assert_true(red.unordered_outputs != 0 && (red.unordered_outputs & ~0x0bu) == 0);
     /* The exploration candidate with gV and gK on separate warps compiles at both key-block sizes. */
     attnbwd_shape odd = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 77, 1, 0};
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "kv_split=1 bj=32", &k), ATTNBWD_OK);

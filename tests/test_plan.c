@@ -1387,6 +1387,76 @@ static void unordered_outputs_plans(void **state) {
     gen_close(g);
 }
 
+/* The public suite's (B, T) (../shared/workloads/sol072_workload.jsonl). */
+static const int64_t sol072[][2] = {{64, 128}, {1, 373}, {32, 293}, {4, 640},  {4, 288},   {8, 448},
+                                    {64, 256}, {16, 176}, {1, 1024}, {2, 768}, {16, 211}, {1, 853},
+                                    {2, 449},  {2, 352},  {32, 773}, {16, 691}};
+
+/* Whether tile strings a and b ("key=value ...", one order) differ only in keys listed in `keys`. */
+static int differ_only_in(const char *a, const char *b, const char *const *keys, size_t n_keys) {
+    char x[1024], y[1024];
+    snprintf(x, sizeof x, "%s", a);
+    snprintf(y, sizeof y, "%s", b);
+    char *sx = NULL, *sy = NULL;
+    char *tx = strtok_r(x, " ", &sx), *ty = strtok_r(y, " ", &sy);
+    for (; tx && ty; tx = strtok_r(NULL, " ", &sx), ty = strtok_r(NULL, " ", &sy)) {
+        if (!strcmp(tx, ty)) continue;
+        size_t klen = strcspn(tx, "=");
+        if (klen != strcspn(ty, "=") || strncmp(tx, ty, klen)) return 0; /* not the same key */
+        int listed = 0;
+        for (size_t k = 0; k < n_keys; ++k) listed |= strlen(keys[k]) == klen && !strncmp(tx, keys[k], klen);
+        if (!listed) return 0;
+    }
+    return !tx && !ty;
+}
+
+/* A deterministic context (options.deterministic): every public workload's
+ * plan under either shipped table sums no output by float atomics, its tiles
+ * the entry's but for the choices that would; an override naming such a
+ * choice is refused with the reason, one naming others is laid over as ever. */
+static void deterministic_plans(void **state) {
+    (void)state;
+    static const char *const gpus[] = {"NVIDIA H200", "NVIDIA H100 80GB HBM3"};
+    static const char *const atomic_keys[] = {"gs_store", "gq_red", "splitk_red"};
+    int took_out = 0;
+    for (size_t gi = 0; gi < 2; ++gi) {
+        gen_state *loose = open_gen(), *strict = open_gen();
+        assert_int_equal(gen_configure(loose, gpus[gi], NULL, 0), ATTNBWD_OK);
+        assert_int_equal(gen_configure(strict, gpus[gi], NULL, 1), ATTNBWD_OK);
+        for (size_t i = 0; i < sizeof sol072 / sizeof sol072[0]; ++i) {
+            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, sol072[i][0], 16, sol072[i][1], 1, 0};
+            kernel_plan a, b;
+            assert_int_equal(gen_plan(loose, &s, "sm_90", NULL, &a), ATTNBWD_OK);
+            if (gen_plan(strict, &s, "sm_90", NULL, &b) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
+            assert_int_equal(b.unordered_outputs, 0);
+            if (!differ_only_in(a.tiles, b.tiles, atomic_keys, 3))
+                fail_msg("B=%lld T=%lld on the %s: '%s' against '%s'", (long long)s.batch, (long long)s.seq_len,
+                         gpus[gi], a.tiles, b.tiles);
+            took_out += a.unordered_outputs != 0;
+            kernel_plan_free(&a);
+            kernel_plan_free(&b);
+        }
+        gen_close(loose);
+        gen_close(strict);
+    }
+    assert_true(took_out >= 8); /* the tables' gq_red and splitk_red entries, on both GPUs */
+
+    gen_state *g = open_gen();
+    assert_int_equal(gen_configure(g, "", NULL, 1), ATTNBWD_OK);
+    attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, 1, 16, 853, 1, 0};
+    kernel_plan p;
+    const char *refused[] = {"splitk_red=1", "gq_red=2", "gs_store=0 bj=32"};
+    for (size_t i = 0; i < 3; ++i) {
+        assert_int_equal(gen_plan(g, &s, "sm_90", refused[i], &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+        assert_non_null(strstr(attnbwd_last_error(), "context is deterministic"));
+    }
+    assert_int_equal(gen_plan(g, &s, "sm_90", "bj=32 splitk_red=0", &p), ATTNBWD_OK);
+    assert_non_null(strstr(p.tiles, "bj=32"));
+    assert_int_equal(p.unordered_outputs, 0);
+    kernel_plan_free(&p);
+    gen_close(g);
+}
+
 /* side_start=2: where gA's B is transposed first on lane 0 (wgmma gA), the
  * side lanes wait for that transpose (check_lanes); where gA reads
  * out_weight as it is (mma.sync at small B*T), the plan is side_start=0's. */
@@ -1899,6 +1969,7 @@ int main(void) {
         cmocka_unit_test(mc_plans),
         cmocka_unit_test(side_start2_plans),
         cmocka_unit_test(unordered_outputs_plans),
+        cmocka_unit_test(deterministic_plans),
         cmocka_unit_test(pair_dsm_plans),
         cmocka_unit_test(ga_tiles_plans),
         cmocka_unit_test(gs_direct_plans),
