@@ -5,7 +5,7 @@
 #   bench/gpu_session.sh edit    problem 2: `attnbwd check --time` per kernel, then its GPU test
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
-#   bench/gpu_session.sh pending what is still to be measured: two near misses on an H200
+#   bench/gpu_session.sh pending what is still to be measured: near misses and one weak entry on an H200
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,12 +40,16 @@ case "${1:-check}" in
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
     ;;
   pending)
-    # What is still to be measured (2026-12-06, end of the thirty-fifth session): on an H200, the two steady
-    # near misses of its sweep (-1.1 to -1.4% in four runs each, under the 1.5% rule): B=1,T=373 att_kb=3,
-    # B=2,T=449 pair_kv=1, each against its entry first and last, eight rounds, twice. About 1 minute.
+    # What is still to be measured (2026-12-06, end of the thirty-sixth session), on an H200, eight rounds, twice,
+    # each against its entry first and last (bench/ab_entries.lua with AB_GAIN=0.01 reads the two runs): the
+    # sweep's near misses B=32,T=773 pair_dsm=1 and gq_stages=6 (-1.6 to -1.8%, not faster than both copies),
+    # B=8,T=448 splitk_red=1 (-1.3/-1.3%), and B=64,T=128's new side_start=2 (-1.6/-2.0% in the first stage only;
+    # at B=64,T=256 two copies of the entry came out that much faster). About 3 minutes.
     for r in 1 2; do
-      AB_SHAPES=2 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+att_kb=3" "+ga_bm=0"
-      AB_SHAPES=13 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+pair_kv=1" "+ga_bm=0"
+      AB_SHAPES=15 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+pair_dsm=1" \
+        "+gq_stages=6" "+ga_bm=0"
+      AB_SHAPES=6 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+splitk_red=1" "+ga_bm=0"
+      AB_SHAPES=1 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+side_start=1" "+ga_bm=0"
     done 2>&1 | tee "$OUT/pending.txt"
     ;;
 esac

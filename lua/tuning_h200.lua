@@ -122,7 +122,7 @@ return {
     -- side_start=2 (-1.6/-2.0). splitk_red's sums by float atomics: the last
     -- bits of the split products' outputs vary from run to run there (the
     -- plan's unordered_outputs; ATTNBWD_DETERMINISTIC=1 takes them out).
-    -- bench.py with them: 396.7 us (docs/benchmarks.md).
+    -- bench.py with them: 396.7 us; the final tree 395.4 (docs/benchmarks.md).
     ["edit_attention_bwd B=64 H=16 T=256 dropout=1 precision=0"] = "pair=2",
     ["edit_attention_bwd B=2 H=16 T=768 dropout=1 precision=0"] = "side_start=2 att_kb=3",
     ["edit_attention_bwd B=1 H=16 T=1024 dropout=1 precision=0"] = "ga_tma=1 side_start=1 gs_round=1 att_kb=3",
