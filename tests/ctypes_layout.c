@@ -1,0 +1,87 @@
+/* Prints the layout of the public structs that bench/attnbwd_ctypes.py binds,
+ * as the C compiler lays them out: "struct NAME SIZE", then "field NAME
+ * OFFSET" for each member in order; and "const NAME VALUE" for the enum
+ * values the binding names. tests/check_ctypes_layout.py compares. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "attnbwd.h"
+
+#define STRUCT(t) printf("struct %s %zu\n", #t, sizeof(t))
+#define FIELD(t, f) printf("field %s %zu\n", #f, offsetof(t, f))
+#define CONST(c) printf("const %s %d\n", #c, (int)(c))
+
+int main(void) {
+    STRUCT(attnbwd_options);
+    FIELD(attnbwd_options, device);
+    FIELD(attnbwd_options, cache_dir);
+    FIELD(attnbwd_options, disk_cache);
+    FIELD(attnbwd_options, arch);
+    FIELD(attnbwd_options, log_level);
+    FIELD(attnbwd_options, log_fn);
+    FIELD(attnbwd_options, log_user);
+    FIELD(attnbwd_options, deterministic);
+
+    STRUCT(attnbwd_shape);
+    FIELD(attnbwd_shape, problem);
+    FIELD(attnbwd_shape, batch);
+    FIELD(attnbwd_shape, heads);
+    FIELD(attnbwd_shape, seq_len);
+    FIELD(attnbwd_shape, dropout);
+    FIELD(attnbwd_shape, precision);
+
+    STRUCT(attnbwd_kernel_info);
+    FIELD(attnbwd_kernel_info, shape);
+    FIELD(attnbwd_kernel_info, name);
+    FIELD(attnbwd_kernel_info, arch);
+    FIELD(attnbwd_kernel_info, grid);
+    FIELD(attnbwd_kernel_info, block);
+    FIELD(attnbwd_kernel_info, shared_bytes);
+    FIELD(attnbwd_kernel_info, tiles);
+    FIELD(attnbwd_kernel_info, cache_key);
+    FIELD(attnbwd_kernel_info, origin);
+    FIELD(attnbwd_kernel_info, build_seconds);
+    FIELD(attnbwd_kernel_info, cubin_bytes);
+    FIELD(attnbwd_kernel_info, unordered_outputs);
+
+    STRUCT(attnbwd_edit_attention_args);
+    FIELD(attnbwd_edit_attention_args, grad_output);
+    FIELD(attnbwd_edit_attention_args, hidden_states);
+    FIELD(attnbwd_edit_attention_args, edit_region_mask);
+    FIELD(attnbwd_edit_attention_args, qkv_weight);
+    FIELD(attnbwd_edit_attention_args, qkv_bias);
+    FIELD(attnbwd_edit_attention_args, out_weight);
+    FIELD(attnbwd_edit_attention_args, out_bias);
+    FIELD(attnbwd_edit_attention_args, edit_region_bias);
+    FIELD(attnbwd_edit_attention_args, within_edit_bias);
+    FIELD(attnbwd_edit_attention_args, cross_edit_bias);
+    FIELD(attnbwd_edit_attention_args, attention_mask);
+    FIELD(attnbwd_edit_attention_args, query);
+    FIELD(attnbwd_edit_attention_args, key);
+    FIELD(attnbwd_edit_attention_args, value);
+    FIELD(attnbwd_edit_attention_args, attention_scores);
+    FIELD(attnbwd_edit_attention_args, attention_probs);
+    FIELD(attnbwd_edit_attention_args, attention_probs_dropped);
+    FIELD(attnbwd_edit_attention_args, attention_output);
+    FIELD(attnbwd_edit_attention_args, dropout_mask);
+    FIELD(attnbwd_edit_attention_args, scale);
+    FIELD(attnbwd_edit_attention_args, dropout_p);
+    FIELD(attnbwd_edit_attention_args, grad_hidden_states);
+    FIELD(attnbwd_edit_attention_args, grad_qkv_weight);
+    FIELD(attnbwd_edit_attention_args, grad_qkv_bias);
+    FIELD(attnbwd_edit_attention_args, grad_out_weight);
+    FIELD(attnbwd_edit_attention_args, grad_out_bias);
+    FIELD(attnbwd_edit_attention_args, grad_edit_region_bias);
+    FIELD(attnbwd_edit_attention_args, grad_within_edit_bias);
+    FIELD(attnbwd_edit_attention_args, grad_cross_edit_bias);
+    FIELD(attnbwd_edit_attention_args, workspace);
+    FIELD(attnbwd_edit_attention_args, workspace_bytes);
+
+    CONST(ATTNBWD_OK);
+    CONST(ATTNBWD_SOFTMAX_DROPOUT_BWD);
+    CONST(ATTNBWD_EDIT_ATTENTION_BWD);
+    CONST(ATTNBWD_FROM_COMPILE);
+    CONST(ATTNBWD_FROM_DISK);
+    CONST(ATTNBWD_FROM_MEMORY);
+    return 0;
+}
