@@ -9,13 +9,16 @@
 -- instead, for runs of eight rounds or more); of several, the one fastest in
 -- the two runs' mean. OUT: those entries as a tuning table for this GPU
 -- (GPU_NAME, else the device's name), for <cache folder>/tuning.lua, where
--- they win over the shipped tables' (lua/plan.lua). Prints one line a
--- workload and the count of new entries. AB_TABLE: as ab.lua's.
+-- they win over the shipped tables' (lua/plan.lua), and `timed`, the keys of
+-- the workloads both runs timed. Prints one line a workload and the count of
+-- new entries. AB_TABLE: as ab.lua's.
 -- With OUT = --pairs, the second stage of a sweep instead: per workload the
 -- variants faster than the entry's mean by more than 0.5% in both runs, best
--- three by their mean time, and it prints "idx|variant|..." (the best two and
--- the pairs of the three that share no key) for each workload with two or
--- more, to time against the entry again (ab.lua with AB_SHAPES=idx).
+-- three by their mean time (the rule's winner first where there is one), and
+-- it prints "idx|variant|..." (the best two and the pairs of the three that
+-- share no key) for each workload with two or more, or with a winner, to time
+-- against the entry again (ab.lua with AB_SHAPES=idx): so the second stage
+-- also confirms or drops every first-stage winner (bench/merge_tuning.lua).
 local attnbwd = require "attnbwd"
 local run1, run2, out = arg[1], arg[2], arg[3]
 local variants = { table.unpack(arg, 4) }
@@ -50,12 +53,30 @@ local function disjoint(a, b)
   for key in pairs(keys(b)) do if ka[key] then return false end end
   return true
 end
+-- The rule's verdict on one workload's two runs a and b: the winning
+-- variant's index or nil, and each variant's "run 1/run 2" % against the
+-- entry's mean.
+local gain = tonumber(os.getenv("AB_GAIN") or "0.015")
+local function verdict(a, b)
+  local best, best_us, gains = nil, math.huge, {}
+  for v = 1, #variants do
+    local ga = a[v + 1] / ((a[1] + a[#a]) / 2) - 1
+    local gb = b[v + 1] / ((b[1] + b[#b]) / 2) - 1
+    gains[#gains + 1] = string.format("%+5.1f/%+5.1f", 100 * ga, 100 * gb)
+    local wins = ga < -gain and gb < -gain and a[v + 1] < math.min(a[1], a[#a]) and b[v + 1] < math.min(b[1], b[#b])
+    local us = (a[v + 1] + b[v + 1]) / 2
+    if wins and us < best_us then best, best_us = v, us end
+  end
+  return best, gains
+end
+
 if out == "--pairs" then
   for idx = 1, #attnbwd.suite("sol072_workload") do
     local a, b, good = r1[idx], r2[idx], {}
+    local winner = a and b and verdict(a, b)
     for v = 1, a and b and #variants or 0 do
       if a[v + 1] < 0.995 * (a[1] + a[#a]) / 2 and b[v + 1] < 0.995 * (b[1] + b[#b]) / 2 then
-        good[#good + 1] = { v = variants[v], us = a[v + 1] + b[v + 1] }
+        good[#good + 1] = { v = variants[v], us = a[v + 1] + b[v + 1] + (v == winner and -math.huge or 0) }
       end
     end
     table.sort(good, function(x, y) return x.us < y.us end)
@@ -65,28 +86,19 @@ if out == "--pairs" then
         if disjoint(good[i].v, good[j].v) then line[#line + 1] = good[i].v .. " " .. good[j].v:sub(2) end
       end
     end
-    if #good >= 2 then print(table.concat(line, "|")) end
+    if #good >= 2 or winner then print(table.concat(line, "|")) end
   end
   os.exit(0)
 end
 
 local gpu = os.getenv("GPU_NAME") or attnbwd.info().device
 local shipped = require(os.getenv("AB_TABLE") or "tuning_h200").entries -- what ab.lua's "+..." lays the variants over
-local gain = tonumber(os.getenv("AB_GAIN") or "0.015")
-local entries, added, lines = {}, 0, {}
+local entries, added, lines, timed = {}, 0, {}, {}
 for idx, case in ipairs(attnbwd.suite("sol072_workload")) do
   local a, b = r1[idx], r2[idx]
   if a and b then
-    local best, best_us, gains = nil, math.huge, {}
-    for v = 1, #variants do
-      local ga = a[v + 1] / ((a[1] + a[#a]) / 2) - 1
-      local gb = b[v + 1] / ((b[1] + b[#b]) / 2) - 1
-      gains[#gains + 1] = string.format("%+5.1f/%+5.1f", 100 * ga, 100 * gb)
-      local wins = ga < -gain and gb < -gain and a[v + 1] < math.min(a[1], a[#a]) and
-                   b[v + 1] < math.min(b[1], b[#b])
-      local us = (a[v + 1] + b[v + 1]) / 2
-      if wins and us < best_us then best, best_us = v, us end
-    end
+    timed[#timed + 1] = attnbwd.tuning_key(case)
+    local best, gains = verdict(a, b)
     local key = attnbwd.tuning_key(case)
     if best then
       entries[key] = ((shipped[key] or "") .. " " .. variants[best]:gsub("^%+", "")):match("^%s*(.-)%s*$")
@@ -104,6 +116,10 @@ local keys = {}
 for k in pairs(entries) do keys[#keys + 1] = k end
 table.sort(keys)
 for _, k in ipairs(keys) do f:write(string.format("  [%q] = %q,\n", k, entries[k])) end
+-- The workloads both runs timed, won or not: bench/merge_tuning.lua lets a
+-- later stage's verdict on them replace an earlier stage's.
+f:write("}, timed = {\n")
+for _, k in ipairs(timed) do f:write(string.format("  %q,\n", k)) end
 f:write("} }\n")
 f:close()
 print(string.format("%d new entries for %s in %s", added, gpu, out))

@@ -6,6 +6,8 @@
 #   bench/gpu_session.sh explore `attnbwd explore` over the public suite and the holdout shapes
 #   bench/gpu_session.sh bench   bench/bench.py against PyTorch eager and torch.compile
 #   bench/gpu_session.sh pending what is still to be measured: near misses and one weak entry on an H200
+#   bench/gpu_session.sh sweep "+key=value ..."...   problem 2's two-stage sweep of those choices laid over
+#                                the GPU's shipped table, its entries merged, then bench.py with them
 # Results go to $OUT (or /tmp/attnbwd-out); the disk cache is $ATTNBWD_CACHE_DIR (or /tmp/attnbwd-cache).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +40,48 @@ case "${1:-check}" in
     shift
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol066_workload.jsonl \
       --json "$OUT/bench.json" --png "$OUT/bench.png" "$@" 2>&1 | tee "$OUT/bench.txt"
+    ;;
+  sweep)
+    # The two-stage sweep (docs/benchmarks.md, thirty-fifth and thirty-sixth sessions). Stage 1: every choice
+    # laid over each workload's shipped entry, the entry first and last, two whole-call A/B runs of AB_REPS
+    # rounds (4) in shuffled pairs; bench/ab_entries.lua's rule picks winners. Stage 2, per workload with a
+    # winner or two near ones (ab_entries.lua --pairs): its best singles and their pairs, two runs more; its
+    # verdict replaces stage 1's there (bench/merge_tuning.lua), so a first-stage win that does not hold is
+    # dropped. The merged table goes into the cache folder as tuning.lua for bench.py. Cubins not in the
+    # cache are compiled here (16 cores: seconds a workload). AB_TABLE: the table to lay over (the GPU's).
+    shift
+    [ $# -gt 0 ] || { echo "usage: bench/gpu_session.sh sweep \"+key=value ...\"..." >&2; exit 2; }
+    case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
+      *H100*) export AB_TABLE=${AB_TABLE:-tuning_h100};; *) export AB_TABLE=${AB_TABLE:-tuning_h200};;
+    esac
+    T0=$SECONDS
+    for r in 1 2; do
+      AB_REPS=${AB_REPS:-4} build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "$@" "+ga_bm=0" \
+        > "$OUT/ab_$r.txt" 2>&1
+      echo "stage 1 run $r at $((SECONDS - T0)) s"
+    done
+    build/attnbwd -q lua bench/ab_entries.lua "$OUT/ab_1.txt" "$OUT/ab_2.txt" "$OUT/stage1.lua" "$@" \
+      | tee "$OUT/entries.txt"
+    build/attnbwd -q lua bench/ab_entries.lua "$OUT/ab_1.txt" "$OUT/ab_2.txt" --pairs "$@" > "$OUT/combos.txt"
+    stage2=()
+    while IFS='|' read -r idx rest; do
+      IFS='|' read -ra cv <<< "$rest"
+      for r in 1 2; do
+        AB_SHAPES=$idx AB_REPS=${AB_REPS:-4} build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" \
+          "${cv[@]}" "+ga_bm=0" > "/tmp/sweep2_${idx}_$r.txt" 2>&1
+      done
+      build/attnbwd -q lua bench/ab_entries.lua "/tmp/sweep2_${idx}_1.txt" "/tmp/sweep2_${idx}_2.txt" \
+        "/tmp/sweep2_$idx.lua" "${cv[@]}" | grep "^#" | tee -a "$OUT/entries.txt"
+      stage2+=("/tmp/sweep2_$idx.lua")
+    done < "$OUT/combos.txt"
+    echo "stage 2 at $((SECONDS - T0)) s"
+    build/attnbwd -q lua bench/merge_tuning.lua "$OUT/tuning.lua" "$OUT/stage1.lua" "${stage2[@]}"
+    cat "$OUT/tuning.lua"
+    cp "$OUT/tuning.lua" "$ATTNBWD_CACHE_DIR/tuning.lua"
+    [ "${BENCH:-1}" = 0 ] && exit 0 # BENCH=0: the table only
+    python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --tools ours,compile_tf32 \
+      --delay-cycles 60000000 --json "$OUT/bench.json" --png "$OUT/bench.png" > "$OUT/bench.txt" 2>&1
+    tail -22 "$OUT/bench.txt"
     ;;
   pending)
     # What is still to be measured (2026-12-06, end of the thirty-sixth session), on an H200, eight rounds, twice,

@@ -516,18 +516,96 @@ static void test_ab_entries(void **state)
     assert_non_null(strstr(big, " gq_red=1\",")); /* the entry's tiles, then the variant's */
     assert_true(strstr(big, "tr_vec") == NULL || strstr(big, "tr_vec") > strchr(big, '\n'));
     assert_true(strstr(odd, "tr_vec=0\",") != NULL && strstr(odd, "tr_vec=0\",") < strchr(odd, '\n'));
-    assert_null(strstr(table, "T=373"));
+    /* Both runs timed all four workloads: the table says so after its entries, for bench/merge_tuning.lua. */
+    char *list = strstr(table, "}, timed = {");
+    assert_non_null(list);
+    *list++ = '\0';
+    assert_null(strstr(table, "T=373")); /* no entries there */
     assert_null(strstr(table, "T=640"));
+    for (int i = 0; i < 4; i++) {
+        static const char *const timed[] = {"\"edit_attention_bwd B=64 H=16 T=128 dropout=1 precision=0\",\n",
+                                            "\"edit_attention_bwd B=1 H=16 T=373 dropout=1 precision=0\",\n",
+                                            "\"edit_attention_bwd B=32 H=16 T=293 dropout=1 precision=0\",\n",
+                                            "\"edit_attention_bwd B=4 H=16 T=640 dropout=1 precision=0\",\n"};
+        assert_non_null(strstr(list, timed[i]));
+    }
     /* --pairs: where two variants beat the entry's mean by 0.5% in both runs (#3, #4), the faster first, then
-     * their pair; #1 has one such, #2's tr_vec only in one run. */
+     * their pair; where the rule has a winner (#1, #3), it first, so that the second stage re-times it; #2's
+     * tr_vec only in one run. */
     const char *pairs[] = {"lua", "--arch", "sm_90", "--no-cache", script, r1, r2, "--pairs", "+gq_red=1",
                            "+tr_vec=0", NULL};
     r = run_cli(pairs);
     if (r.rc != 0)
         dump("ab_entries.lua --pairs", &r);
     assert_int_equal(r.rc, 0);
-    assert_string_equal(r.out, "3|+tr_vec=0|+gq_red=1|+tr_vec=0 gq_red=1\n4|+gq_red=1|+tr_vec=0|+gq_red=1 tr_vec=0\n");
+    assert_string_equal(r.out, "1|+gq_red=1\n3|+tr_vec=0|+gq_red=1|+tr_vec=0 gq_red=1\n"
+                               "4|+gq_red=1|+tr_vec=0|+gq_red=1 tr_vec=0\n");
     free_result(&r);
+    remove_tree(dir);
+    free(dir);
+}
+
+/* Writes text to dir/name; returns the path in buf. */
+static const char *write_file(const char *dir, const char *name, const char *text, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+    FILE *f = fopen(buf, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return buf;
+}
+
+/* bench/merge_tuning.lua: a later stage's table decides every workload it timed, its entry or none (a
+ * first-stage win it did not confirm is dropped); the others keep the earlier entry; tables of other GPUs or
+ * that cannot be read are refused and nothing is written. */
+static void test_merge_tuning(void **state)
+{
+    (void)state;
+    const char *src = getenv("ATTNBWD_SOURCE_DIR");
+    if (!src)
+        skip();
+    char *dir = make_temp_dir();
+    char script[600], s1[600], s2[600], s3[600], bad[600], out[600];
+    snprintf(script, sizeof script, "%s/bench/merge_tuning.lua", src);
+    snprintf(out, sizeof out, "%s/tuning.lua", dir);
+    write_file(dir, "s1.lua",
+               "return { gpu = 'NVIDIA H200', entries = { ['k A'] = 'pair=2 side_start=0', ['k B'] = 'gq_red=1' },"
+               " timed = { 'k A', 'k B', 'k C' } }\n", s1, sizeof s1);
+    write_file(dir, "s2.lua",
+               "return { gpu = 'NVIDIA H200', entries = { ['k C'] = 'splitk_red=1' }, timed = { 'k A', 'k C' } }\n",
+               s2, sizeof s2);
+    write_file(dir, "s3.lua", "return { gpu = 'NVIDIA H100 80GB HBM3', entries = {} }\n", s3, sizeof s3);
+    write_file(dir, "bad.lua", "return 7\n", bad, sizeof bad);
+    const char *args[] = {"lua", "--arch", "sm_90", "--no-cache", script, out, s1, s2, NULL};
+    run_result r = run_cli(args);
+    if (r.rc != 0)
+        dump("merge_tuning.lua", &r);
+    assert_int_equal(r.rc, 0);
+    assert_contains(r.out, "2 entries in");
+    free_result(&r);
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    char table[2048];
+    size_t n = fread(table, 1, sizeof table - 1, f);
+    fclose(f);
+    table[n] = '\0';
+    assert_contains(table, "gpu = \"NVIDIA H200\"");
+    assert_contains(table, "[\"k B\"] = \"gq_red=1\"");     /* stage 2 did not time B: stage 1's */
+    assert_contains(table, "[\"k C\"] = \"splitk_red=1\""); /* stage 2's winner */
+    assert_null(strstr(table, "k A"));                          /* timed again, not confirmed: dropped */
+    remove(out);
+    const char *other[] = {"lua", "--arch", "sm_90", "--no-cache", script, out, s1, s3, NULL};
+    r = run_cli(other);
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.err, "is for NVIDIA H100 80GB HBM3");
+    free_result(&r);
+    const char *unreadable[] = {"lua", "--arch", "sm_90", "--no-cache", script, out, s1, bad, NULL};
+    r = run_cli(unreadable);
+    assert_int_equal(r.rc, 1);
+    assert_contains(r.err, "is not a tuning table");
+    free_result(&r);
+    assert_int_equal(access(out, F_OK), -1); /* nothing written */
     remove_tree(dir);
     free(dir);
 }
@@ -644,6 +722,7 @@ int main(void)
         cmocka_unit_test(test_prewarm_disk_cache),
         cmocka_unit_test(test_lua_script),
         cmocka_unit_test(test_ab_entries),
+        cmocka_unit_test(test_merge_tuning),
         cmocka_unit_test(test_cache_clear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
