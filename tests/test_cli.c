@@ -117,6 +117,16 @@ static void dump(const char *what, const run_result *r)
                   r->seconds, r->out, r->err);
 }
 
+/* run_cli, then its exit status must be rc (what it printed shown where not). */
+static run_result run_expect(const char *const *args, int rc, const char *what)
+{
+    run_result r = run_cli(args);
+    if (r.rc != rc)
+        dump(what, &r);
+    assert_int_equal(r.rc, rc);
+    return r;
+}
+
 static void assert_contains(const char *text, const char *needle)
 {
     if (!strstr(text, needle))
@@ -160,10 +170,7 @@ static void test_help_lists_commands(void **state)
     (void)state;
     const char *forms[2][2] = {{"--help", NULL}, {"help", NULL}};
     for (int f = 0; f < 2; f++) {
-        run_result r = run_cli(forms[f]);
-        if (r.rc != 0)
-            dump(forms[f][0], &r);
-        assert_int_equal(r.rc, 0);
+        run_result r = run_expect(forms[f], 0, forms[f][0]);
         const char *cmds[] = {"info", "gen", "prewarm", "check", "explore", "lua", "--arch", "--cache-dir", "--no-cache"};
         for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
             assert_contains(r.out, cmds[i]);
@@ -218,10 +225,7 @@ static void test_usage_errors(void **state)
                  {bad_arch, "--arch"},        {bad_threads, "--threads"},    {no_value, "--cache-dir"},
                  {no_args, "usage"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        run_result r = run_cli(cases[i].args);
-        if (r.rc != 2)
-            dump(cases[i].named, &r);
-        assert_int_equal(r.rc, 2);
+        run_result r = run_expect(cases[i].args, 2, cases[i].named);
         assert_contains(r.err, cases[i].named);
         free_result(&r);
     }
@@ -233,20 +237,14 @@ static void test_gen_source(void **state)
 {
     (void)state;
     const char *args[] = {"gen", "2,16,541,0.1", "--arch", "sm_90", "--no-cache", NULL};
-    run_result r = run_cli(args);
-    if (r.rc != 0)
-        dump("gen", &r);
-    assert_int_equal(r.rc, 0);
+    run_result r = run_expect(args, 0, "gen");
     assert_contains(r.out, "extern \"C\" __global__");
     assert_contains(r.out, "// tiles: ");
     free_result(&r);
 
     const char *opts[] = {"gen", "--batch", "2", "--heads=16", "--seq-len", "541", "--p-dropout", "0.1",
                           "--arch=sm_90", "--no-cache", "--tiles-only", NULL};
-    r = run_cli(opts);
-    if (r.rc != 0)
-        dump("gen --tiles-only", &r);
-    assert_int_equal(r.rc, 0);
+    r = run_expect(opts, 0, "gen --tiles-only");
     assert_null(strstr(r.out, "__global__"));
     assert_true(strlen(r.out) > 1);
     free_result(&r);
@@ -262,10 +260,7 @@ static void test_gen_bad_shapes(void **state)
                  {"2,16,5x", "seq_len"}, {"2,16,5,nan", "p_dropout"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args[] = {"gen", cases[i].shape, "--arch", "sm_90", "--no-cache", NULL};
-        run_result r = run_cli(args);
-        if (r.rc != 2)
-            dump(cases[i].shape, &r);
-        assert_int_equal(r.rc, 2);
+        run_result r = run_expect(args, 2, cases[i].shape);
         assert_contains(r.err, cases[i].field);
         free_result(&r);
     }
@@ -359,10 +354,7 @@ static void test_check_without_gpu(void **state)
         skip();
     }
     const char *args[] = {"check", "--no-cache", "sol066_workload", NULL};
-    run_result r = run_cli(args);
-    if (r.rc != 1)
-        dump("check without a GPU", &r);
-    assert_int_equal(r.rc, 1);
+    run_result r = run_expect(args, 1, "check without a GPU");
     assert_contains(r.err, "no GPU");
     free_result(&r);
 }
@@ -373,10 +365,7 @@ static run_result run_tree_script(const char *src, const char *rel, const char *
     char path[600];
     snprintf(path, sizeof path, "%s/%s", src, rel);
     const char *args[] = {"lua", "--arch", "sm_90", "--no-cache", path, arg, NULL};
-    run_result r = run_cli(args);
-    if (r.rc != 0)
-        dump(rel, &r);
-    assert_int_equal(r.rc, 0);
+    run_result r = run_expect(args, 0, rel);
     return r;
 }
 
@@ -425,10 +414,7 @@ static void test_lua_script(void **state)
     fprintf(f, "local a = require 'attnbwd'\nlocal x = a.compile({ batch = 0, heads = 1, seq_len = 8 })\n");
     fclose(f);
     const char *ok_args[] = {"lua", "--arch", "sm_90", "--no-cache", script, "hello", NULL};
-    run_result r = run_cli(ok_args);
-    if (r.rc != 0)
-        dump("lua ok.lua", &r);
-    assert_int_equal(r.rc, 0);
+    run_result r = run_expect(ok_args, 0, "lua ok.lua");
     assert_contains(r.out, "compiled softmax_dropout_bwd_B2_H3_T17");
     assert_contains(r.out, " hello");
     free_result(&r);
@@ -459,6 +445,28 @@ static void test_lua_script(void **state)
     free(dir);
 }
 
+/* Writes text to dir/name; returns the path in buf. */
+static const char *write_file(const char *dir, const char *name, const char *text, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", dir, name);
+    FILE *f = fopen(buf, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return buf;
+}
+
+/* The text of the file at path (up to cap - 1 bytes) into buf. */
+static char *read_text(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
 /* bench/ab_entries.lua: from two A/B runs (the entry first and last, two
  * variants between), a variant becomes an entry only where it beats both of
  * the entry's times and their mean by more than 1.5% in both runs, laid over
@@ -472,8 +480,6 @@ static void test_ab_entries(void **state)
         skip();
     char *dir = make_temp_dir();
     char r1[600], r2[600], out[600], script[600];
-    snprintf(r1, sizeof r1, "%s/run1.txt", dir);
-    snprintf(r2, sizeof r2, "%s/run2.txt", dir);
     snprintf(out, sizeof out, "%s/tuning.lua", dir);
     snprintf(script, sizeof script, "%s/bench/ab_entries.lua", src);
     /* #1: gq_red -2.0% and -1.7%; #2: -4.4% in one run only; #3: tr_vec -3.2% and -2.6%, gq_red -1.1%;
@@ -487,13 +493,8 @@ static void test_ab_entries(void **state)
                             "#2  B=1   T=373        94.2       90.0       94.0       94.1\n"
                             "#3  B=32  T=293      1002.0      991.0      975.0     1001.0\n"
                             "#4  B=4   T=640       100.0      101.0      102.0      110.0\n"};
-    const char *paths[2] = {r1, r2};
-    for (int i = 0; i < 2; i++) {
-        FILE *f = fopen(paths[i], "w");
-        assert_non_null(f);
-        fputs(lines[i], f);
-        fclose(f);
-    }
+    write_file(dir, "run1.txt", lines[0], r1, sizeof r1);
+    write_file(dir, "run2.txt", lines[1], r2, sizeof r2);
     setenv("GPU_NAME", "NVIDIA H200", 1);
     const char *args[] = {"lua", "--arch", "sm_90", "--no-cache", script, r1, r2, out, "+gq_red=1", "+tr_vec=0", NULL};
     run_result r = run_cli(args);
@@ -503,12 +504,8 @@ static void test_ab_entries(void **state)
     assert_int_equal(r.rc, 0);
     assert_contains(r.out, "2 new entries for NVIDIA H200");
     free_result(&r);
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
     char table[4096];
-    size_t n = fread(table, 1, sizeof table - 1, f);
-    fclose(f);
-    table[n] = '\0';
+    read_text(out, table, sizeof table);
     assert_contains(table, "gpu = \"NVIDIA H200\"");
     const char *big = strstr(table, "B=64 H=16 T=128"), *odd = strstr(table, "B=32 H=16 T=293");
     assert_non_null(big);
@@ -534,26 +531,12 @@ static void test_ab_entries(void **state)
      * tr_vec only in one run. */
     const char *pairs[] = {"lua", "--arch", "sm_90", "--no-cache", script, r1, r2, "--pairs", "+gq_red=1",
                            "+tr_vec=0", NULL};
-    r = run_cli(pairs);
-    if (r.rc != 0)
-        dump("ab_entries.lua --pairs", &r);
-    assert_int_equal(r.rc, 0);
+    r = run_expect(pairs, 0, "ab_entries.lua --pairs");
     assert_string_equal(r.out, "1|+gq_red=1\n3|+tr_vec=0|+gq_red=1|+tr_vec=0 gq_red=1\n"
                                "4|+gq_red=1|+tr_vec=0|+gq_red=1 tr_vec=0\n");
     free_result(&r);
     remove_tree(dir);
     free(dir);
-}
-
-/* Writes text to dir/name; returns the path in buf. */
-static const char *write_file(const char *dir, const char *name, const char *text, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s/%s", dir, name);
-    FILE *f = fopen(buf, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-    return buf;
 }
 
 /* bench/merge_tuning.lua: a later stage's table decides every workload it timed, its entry or none (a
@@ -578,18 +561,11 @@ static void test_merge_tuning(void **state)
     write_file(dir, "s3.lua", "return { gpu = 'NVIDIA H100 80GB HBM3', entries = {} }\n", s3, sizeof s3);
     write_file(dir, "bad.lua", "return 7\n", bad, sizeof bad);
     const char *args[] = {"lua", "--arch", "sm_90", "--no-cache", script, out, s1, s2, NULL};
-    run_result r = run_cli(args);
-    if (r.rc != 0)
-        dump("merge_tuning.lua", &r);
-    assert_int_equal(r.rc, 0);
+    run_result r = run_expect(args, 0, "merge_tuning.lua");
     assert_contains(r.out, "2 entries in");
     free_result(&r);
-    FILE *f = fopen(out, "r");
-    assert_non_null(f);
     char table[2048];
-    size_t n = fread(table, 1, sizeof table - 1, f);
-    fclose(f);
-    table[n] = '\0';
+    read_text(out, table, sizeof table);
     assert_contains(table, "gpu = \"NVIDIA H200\"");
     assert_contains(table, "[\"k B\"] = \"gq_red=1\"");     /* stage 2 did not time B: stage 1's */
     assert_contains(table, "[\"k C\"] = \"splitk_red=1\""); /* stage 2's winner */
@@ -619,10 +595,7 @@ static void test_cache_clear(void **state)
     assert_int_equal(r.rc, 0);
     free_result(&r);
     const char *clear[] = {"cache", "clear", "--cache-dir", dir, NULL};
-    r = run_cli(clear);
-    if (r.rc != 0)
-        dump("cache clear", &r);
-    assert_int_equal(r.rc, 0);
+    r = run_expect(clear, 0, "cache clear");
     assert_contains(r.out, "removed 16 files");
     free_result(&r);
     r = run_cli(clear);
@@ -643,10 +616,7 @@ static void test_info(void **state)
     (void)state;
     char *dir = make_temp_dir();
     const char *args[] = {"info", "--arch", "sm_90", "--cache-dir", dir, NULL};
-    run_result r = run_cli(args);
-    if (r.rc != 0)
-        dump("info", &r);
-    assert_int_equal(r.rc, 0);
+    run_result r = run_expect(args, 0, "info");
     assert_contains(r.out, dir);
     assert_contains(r.out, "sm_90");
     assert_contains(r.out, ATTNBWD_VERSION_STRING);
@@ -654,10 +624,7 @@ static void test_info(void **state)
     free_result(&r);
 
     const char *plain[] = {"info", "--cache-dir", dir, NULL}; /* no --arch: works with or without a GPU */
-    r = run_cli(plain);
-    if (r.rc != 0)
-        dump("info without --arch", &r);
-    assert_int_equal(r.rc, 0);
+    r = run_expect(plain, 0, "info without --arch");
     assert_contains(r.out, "target arch");
     free_result(&r);
     remove_tree(dir);
