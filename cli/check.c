@@ -522,9 +522,14 @@ cleanup:
     return st;
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+double check_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /* The timing loop of every problem: a 2x-L2 buffer zeroed before each
@@ -535,7 +540,7 @@ attnbwd_status check_time_launches(check_launch_fn fn, void *user, int iters, do
     cudaStream_t s = NULL;
     cudaEvent_t e0 = NULL, e1 = NULL;
     void *flush = NULL;
-    float *ms = malloc((size_t)iters * sizeof *ms);
+    double *ms = malloc((size_t)iters * sizeof *ms);
     int dev = 0, l2 = 0;
     size_t flush_bytes = 0;
     if (!ms) {
@@ -557,12 +562,14 @@ attnbwd_status check_time_launches(check_launch_fn fn, void *user, int iters, do
             goto cleanup;
         CUDA_TRY(cudaEventRecord(e1, s), "cudaEventRecord");
         CUDA_TRY(cudaEventSynchronize(e1), "the kernel (cudaEventSynchronize)");
-        if (it >= WARMUPS)
-            CUDA_TRY(cudaEventElapsedTime(&ms[it - WARMUPS], e0, e1), "cudaEventElapsedTime");
+        if (it >= WARMUPS) {
+            float elapsed = 0.f;
+            CUDA_TRY(cudaEventElapsedTime(&elapsed, e0, e1), "cudaEventElapsedTime");
+            ms[it - WARMUPS] = elapsed;
+        }
     }
     CUDA_TRY(cudaGetLastError(), "the kernel (cudaGetLastError)");
-    qsort(ms, (size_t)iters, sizeof *ms, cmp_float);
-    *median_us = 1000.0 * (iters % 2 ? ms[iters / 2] : 0.5 * ((double)ms[iters / 2 - 1] + ms[iters / 2]));
+    *median_us = 1000.0 * check_median(ms, iters);
 cleanup:
     if (s)
         cudaStreamSynchronize(s); /* a failed iteration may leave work queued */

@@ -49,6 +49,9 @@ attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int ite
 /* check_edit_time_tiles (below) on the context's device; problem 2 only. */
 attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
                                 int reps, uint64_t seed, double *time_us);
+/* The median of v[0..n-1] (n > 0), which it sorts: the middle value, or the
+ * mean of the two middle ones. */
+double check_median(double *v, int n);
 /* The most tile choices one timing takes. */
 #define CHECK_MAX_CHOICES 64
 /* The order of round `round` of a timing of n choices: rounds come in pairs,

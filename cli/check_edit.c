@@ -729,11 +729,6 @@ void check_round_order(int n, int round, uint64_t seed, int *order) {
         }
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
                                      int iters, int reps, uint64_t seed, double *time_us) {
     if (!c || n <= 0 || n > CHECK_MAX_CHOICES || !tiles || !time_us || iters <= 0 || reps <= 0)
@@ -783,11 +778,8 @@ attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int 
      * a tile choice 5% slower, another in the next run), which a mean takes
      * in. Not the best round: a round about 3% fast came as often, and then
      * one lucky round of a choice would beat both of the entry's copies. */
-    for (int i = 0; i < n; i++) {
-        double *r = &per_round[(size_t)i * rounds];
-        qsort(r, (size_t)rounds, sizeof *r, cmp_double);
-        time_us[i] = (r[rounds / 2 - 1] + r[rounds / 2]) / 2; /* rounds is even */
-    }
+    for (int i = 0; i < n; i++)
+        time_us[i] = check_median(&per_round[(size_t)i * rounds], rounds);
 cleanup:
     dev_free(&d);
     free(per_round);

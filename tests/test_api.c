@@ -486,6 +486,17 @@ static const struct {
                 {2, 768, " ga_tma=1", " ga_tma=0"}, {64, 256, " gq_stages=3", " gq_stages=4"},
                 {16, 691, " pair=1", " pair=0"}, {16, 176, " gq_pair=1", " gq_pair=0"}};
 
+/* The thirty-sixth session's H200 entries, as each table has them: split products' K slices added by float
+ * atomics (splitk_red) at B=1,T=853, B=4,T=288 and B=16,T=176, the pair's slices across a cluster at B=2,T=449,
+ * the side lanes after gA's transposed B at B=64,T=128. The H100 inherits three (level or faster there) and
+ * keeps its own entry at B=4,T=288 (4% slower with the H200's change) and B=16,T=176 (level). */
+static const struct {
+    int64_t b, t;
+    const char *h100, *h200;
+} session36[] = {{1, 853, " splitk_red=2", " splitk_red=2"}, {4, 288, " splitk_red=0", " splitk_red=2"},
+                 {16, 176, " splitk_red=0", " splitk_red=1"}, {2, 449, " pair_dsm=1", " pair_dsm=1"},
+                 {64, 128, " side_start=2", " side_start=2"}};
+
 /* Problem 2's H200 entries (thirty-third session) that the H100 takes from it: the same tiles won on both. */
 static const struct {
     int64_t b, t;
@@ -521,14 +532,8 @@ static void tuning_tables(void **state) {
     assert_edit_tiles_have(ctx, 64, 256, " pair=2", "H200");
     assert_edit_tiles_have(ctx, 32, 773, " gs_round=1", "H200");
     assert_edit_tiles_have(ctx, 32, 773, " pair=2", "H200");
-    /* The thirty-sixth session's: split products' K slices added by float atomics (splitk_red) at B=1,T=853,
-     * B=4,T=288 and B=16,T=176, the pair's slices across a cluster at B=2,T=449, the side lanes after gA's
-     * transposed B at B=64,T=128. */
-    assert_edit_tiles_have(ctx, 1, 853, " splitk_red=2", "H200");
-    assert_edit_tiles_have(ctx, 4, 288, " splitk_red=2", "H200");
-    assert_edit_tiles_have(ctx, 16, 176, " splitk_red=1", "H200");
-    assert_edit_tiles_have(ctx, 2, 449, " pair_dsm=1", "H200");
-    assert_edit_tiles_have(ctx, 64, 128, " side_start=2", "H200");
+    for (size_t i = 0; i < sizeof session36 / sizeof session36[0]; i++)
+        assert_edit_tiles_have(ctx, session36[i].b, session36[i].t, session36[i].h200, "H200");
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
@@ -586,13 +591,8 @@ static void tuning_tables(void **state) {
         assert_edit_tiles_have(ctx, gq_shared[i].b, gq_shared[i].t, gq_shared[i].both, "H100");
     assert_edit_tiles_have(ctx, 1, 1024, " att_kb=3", "H100"); /* the H200's, level or better here too */
     assert_edit_tiles_have(ctx, 32, 773, " pair=2", "H100");
-    /* The H200's thirty-sixth-session entries: three inherited (level or faster here), two where the H100 keeps
-     * its own entry (B=4,T=288 was 4% slower with the H200's change, B=16,T=176 level). */
-    assert_edit_tiles_have(ctx, 1, 853, " splitk_red=2", "H100");
-    assert_edit_tiles_have(ctx, 2, 449, " pair_dsm=1", "H100");
-    assert_edit_tiles_have(ctx, 64, 128, " side_start=2", "H100");
-    assert_edit_tiles_have(ctx, 4, 288, " splitk_red=0", "H100");
-    assert_edit_tiles_have(ctx, 16, 176, " splitk_red=0", "H100");
+    for (size_t i = 0; i < sizeof session36 / sizeof session36[0]; i++)
+        assert_edit_tiles_have(ctx, session36[i].b, session36[i].t, session36[i].h100, "H100");
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_GPU_MODEL");
     test_rmtree(dir);

@@ -1,4 +1,5 @@
-/* Tests of the timing rounds' order (check_round_order, cli/check_edit.c),
+/* Tests of the timing rounds' order (check_round_order, cli/check_edit.c)
+ * and of the median each choice's rounds come to (check_median, cli/check.c),
  * which the A/B harness's comparisons rest on: every round a permutation,
  * each pair's second round the first reversed (every choice's mean position
  * the same), seed 0 the given order, other seeds shuffles that differ
@@ -68,11 +69,23 @@ static void shuffles_differ_by_pair_and_seed(void **state) {
     assert_int_equal(one, 0);
 }
 
+/* A choice's time is the median of its rounds' (check_median): the middle of
+ * an odd count, the mean of the two middle of an even one, in any order. */
+static void median_of_rounds(void **state) {
+    (void)state;
+    double odd[] = {5.0, 1.0, 4.0, 2.0, 3.0}, even[] = {9.0, 2.0, 7.0, 1.0}, one[] = {6.5};
+    assert_true(check_median(odd, 5) == 3.0);
+    assert_true(check_median(even, 4) == 4.5);
+    assert_true(check_median(one, 1) == 6.5);
+    assert_true(even[0] == 1.0 && even[3] == 9.0); /* sorted in place */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(seed_zero_keeps_the_order),
         cmocka_unit_test(pairs_balance_every_position),
         cmocka_unit_test(shuffles_differ_by_pair_and_seed),
+        cmocka_unit_test(median_of_rounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
