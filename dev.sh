@@ -23,6 +23,8 @@ install_packages() {
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
   fi
+  # The Python package's build backend: test_python_package builds the package with it, fetching nothing then.
+  python3 -c "import scikit_build_core" 2>/dev/null || python3 -m pip install --quiet "scikit-build-core>=0.10"
   if [ ! -x /usr/local/cuda/bin/nvcc ] && ! ls /usr/local/cuda/lib64/libnvrtc.so* >/dev/null 2>&1; then
     echo "CUDA Toolkit 13 not found at /usr/local/cuda: install it first (NVRTC and cuda.h are needed)" >&2
     exit 1

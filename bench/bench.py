@@ -61,10 +61,12 @@ import torch
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-# The ctypes binding of include/attnbwd.h lives in bench/attnbwd_ctypes.py (checked against the header by
-# tests/check_ctypes_layout.py).
-from attnbwd_ctypes import (ATTNBWD_EDIT_ATTENTION_BWD, ATTNBWD_OK, ATTNBWD_SOFTMAX_DROPOUT_BWD,  # noqa: E402
-                            EDIT_INPUTS, EDIT_OUTPUTS, LOG_FN, ORIGINS, EditAttentionArgs, KernelInfo, Options, Shape)
+# The ctypes binding of include/attnbwd.h is the attnbwd package's (python/attnbwd/binding.py, checked against the
+# header by tests/check_ctypes_layout.py), taken from this tree: bench.py times the library named by --lib.
+sys.path.insert(0, os.path.join(REPO, "python"))
+from attnbwd import binding  # noqa: E402
+from attnbwd.binding import (ATTNBWD_EDIT_ATTENTION_BWD, ATTNBWD_OK, ATTNBWD_SOFTMAX_DROPOUT_BWD,  # noqa: E402
+                             EDIT_INPUTS, EDIT_OUTPUTS, ORIGINS, EditAttentionArgs, KernelInfo, Options, Shape)
 
 
 class AttnbwdError(RuntimeError):
@@ -76,44 +78,13 @@ class Library:
 
     def __init__(self, path, device=0):
         self.path = path
-        lib = ctypes.CDLL(path)
-        c_void_p, c_int = ctypes.c_void_p, ctypes.c_int
-        lib.attnbwd_status_name.argtypes = [c_int]
-        lib.attnbwd_status_name.restype = ctypes.c_char_p
-        lib.attnbwd_last_error.argtypes = []
-        lib.attnbwd_last_error.restype = ctypes.c_char_p
-        lib.attnbwd_options_init.argtypes = [ctypes.POINTER(Options)]
-        lib.attnbwd_options_init.restype = None
-        lib.attnbwd_open.argtypes = [ctypes.POINTER(Options), ctypes.POINTER(c_void_p)]
-        lib.attnbwd_open.restype = c_int
-        lib.attnbwd_close.argtypes = [c_void_p]
-        lib.attnbwd_close.restype = None
-        lib.attnbwd_get_kernel.argtypes = [c_void_p, ctypes.POINTER(Shape), ctypes.POINTER(c_void_p)]
-        lib.attnbwd_get_kernel.restype = c_int
-        lib.attnbwd_kernel_get_info.argtypes = [c_void_p, ctypes.POINTER(KernelInfo)]
-        lib.attnbwd_kernel_get_info.restype = c_int
-        lib.attnbwd_softmax_dropout_bwd.argtypes = [
-            c_void_p,  # kernel
-            c_void_p,  # grad_output
-            c_void_p,  # p_attn
-            c_void_p,  # mask
-            c_void_p,  # dropout_mask
-            ctypes.c_float,  # p_dropout
-            c_void_p,  # grad_scores
-            c_void_p,  # stream
-        ]
-        lib.attnbwd_softmax_dropout_bwd.restype = c_int
-        if hasattr(lib, "attnbwd_edit_attention_bwd"):  # problem 2; absent from older builds
-            lib.attnbwd_edit_attention_workspace.argtypes = [c_void_p]
-            lib.attnbwd_edit_attention_workspace.restype = ctypes.c_size_t
-            lib.attnbwd_edit_attention_bwd.argtypes = [c_void_p, ctypes.POINTER(EditAttentionArgs), c_void_p]
-            lib.attnbwd_edit_attention_bwd.restype = c_int
+        lib = binding.load(path)  # every prototype of the header set
         self.lib = lib
 
         opt = Options()
         lib.attnbwd_options_init(ctypes.byref(opt))
         opt.device = device
-        ctx = c_void_p()
+        ctx = ctypes.c_void_p()
         self.check(lib.attnbwd_open(ctypes.byref(opt), ctypes.byref(ctx)), "attnbwd_open")
         self.ctx = ctx
 

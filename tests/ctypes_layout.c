@@ -1,7 +1,9 @@
-/* Prints the layout of the public structs that bench/attnbwd_ctypes.py binds,
+/* Prints the layout of the public structs that python/attnbwd/binding.py binds,
  * as the C compiler lays them out: "struct NAME SIZE", then "field NAME
- * OFFSET" for each member in order; and "const NAME VALUE" for the enum
- * values the binding names. tests/check_ctypes_layout.py compares. */
+ * OFFSET" for each member in order; and "const NAME VALUE" for every enum
+ * value and integer macro of the header. tests/check_ctypes_layout.py
+ * compares, and checks that every struct and constant the header declares
+ * is printed here. */
 #include <stddef.h>
 #include <stdio.h>
 
@@ -77,11 +79,65 @@ int main(void) {
     FIELD(attnbwd_edit_attention_args, workspace);
     FIELD(attnbwd_edit_attention_args, workspace_bytes);
 
+    STRUCT(attnbwd_prewarm_event);
+    FIELD(attnbwd_prewarm_event, index);
+    FIELD(attnbwd_prewarm_event, done);
+    FIELD(attnbwd_prewarm_event, total);
+    FIELD(attnbwd_prewarm_event, shape);
+    FIELD(attnbwd_prewarm_event, status);
+    FIELD(attnbwd_prewarm_event, message);
+    FIELD(attnbwd_prewarm_event, origin);
+    FIELD(attnbwd_prewarm_event, seconds);
+
+    STRUCT(attnbwd_prewarm_summary);
+    FIELD(attnbwd_prewarm_summary, compiled);
+    FIELD(attnbwd_prewarm_summary, from_disk);
+    FIELD(attnbwd_prewarm_summary, from_memory);
+    FIELD(attnbwd_prewarm_summary, failed);
+    FIELD(attnbwd_prewarm_summary, seconds);
+
+    STRUCT(attnbwd_ctx_info);
+    FIELD(attnbwd_ctx_info, library_version);
+    FIELD(attnbwd_ctx_info, nvrtc_major);
+    FIELD(attnbwd_ctx_info, nvrtc_minor);
+    FIELD(attnbwd_ctx_info, driver_version);
+    FIELD(attnbwd_ctx_info, driver_error);
+    FIELD(attnbwd_ctx_info, device_name);
+    FIELD(attnbwd_ctx_info, arch);
+    FIELD(attnbwd_ctx_info, cache_dir);
+    FIELD(attnbwd_ctx_info, disk_cache);
+    FIELD(attnbwd_ctx_info, cache_bytes);
+    FIELD(attnbwd_ctx_info, cache_entries);
+    FIELD(attnbwd_ctx_info, device);
+    FIELD(attnbwd_ctx_info, deterministic);
+
+    CONST(ATTNBWD_VERSION_MAJOR);
+    CONST(ATTNBWD_VERSION_MINOR);
+    CONST(ATTNBWD_VERSION_PATCH);
     CONST(ATTNBWD_OK);
+    CONST(ATTNBWD_ERR_INVALID_ARGUMENT);
+    CONST(ATTNBWD_ERR_UNSUPPORTED);
+    CONST(ATTNBWD_ERR_OUT_OF_MEMORY);
+    CONST(ATTNBWD_ERR_LUA);
+    CONST(ATTNBWD_ERR_COMPILE);
+    CONST(ATTNBWD_ERR_CACHE);
+    CONST(ATTNBWD_ERR_NO_DRIVER);
+    CONST(ATTNBWD_ERR_NO_DEVICE);
+    CONST(ATTNBWD_ERR_CUDA);
+    CONST(ATTNBWD_ERR_IO);
     CONST(ATTNBWD_SOFTMAX_DROPOUT_BWD);
     CONST(ATTNBWD_EDIT_ATTENTION_BWD);
+    CONST(ATTNBWD_LOG_QUIET);
+    CONST(ATTNBWD_LOG_WARN);
+    CONST(ATTNBWD_LOG_INFO);
+    CONST(ATTNBWD_LOG_DEBUG);
+    CONST(ATTNBWD_DEVICE_CURRENT);
+    CONST(ATTNBWD_PRECISION_TF32);
+    CONST(ATTNBWD_PRECISION_FP32);
+    CONST(ATTNBWD_PRECISION_FP16);
     CONST(ATTNBWD_FROM_COMPILE);
     CONST(ATTNBWD_FROM_DISK);
     CONST(ATTNBWD_FROM_MEMORY);
+    printf("string ATTNBWD_VERSION_STRING %s\n", ATTNBWD_VERSION_STRING);
     return 0;
 }

@@ -13,6 +13,7 @@ typedef struct fake_launch {
     void *stream;
     int programmatic; /* cuLaunchKernelEx with programmatic stream serialization */
     int captured;     /* into a stream capture, not run */
+    int device;       /* of the context current at the launch */
 } fake_launch;
 
 enum { FAKE_MEM_HOST = 1, FAKE_MEM_DEVICE = 2 };
@@ -23,6 +24,7 @@ enum { FAKE_MEM_HOST = 1, FAKE_MEM_DEVICE = 2 };
 typedef void *(*fake_cuda_alloc_fn)(size_t bytes, int kind, int device, int managed);
 /* Counters: "launches" (run or captured), "captured", "graph_launches",
  * "pointer_queries", "tensor_maps", "modules" (loaded, not unloaded),
+ * "modules@D" (of those, loaded in device D's context),
  * "params" (kernel parameters read at launches, as the images list them). */
 typedef long (*fake_cuda_count_fn)(const char *what);
 /* Launch i since the last reset (NULL past the end). */

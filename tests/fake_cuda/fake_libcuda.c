@@ -38,12 +38,18 @@ static __thread CUcontext stack[MAX_STACK];
 static __thread int depth;
 static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static int capture_invalidated; /* by a call the capture's mode forbids */
+#define MAX_DEVICES 16
+static long n_modules_on[MAX_DEVICES]; /* modules loaded and not unloaded, by device */
+
+/* The device of the calling thread's current context (-1: none). */
+static int current_device(void) { return depth ? (int)((int *)stack[depth - 1] - primary) : -1; }
 
 #define MAX_PARAMS 64
 typedef struct fake_function {
     char name[128];
     int max_dynamic_shared;
     int n_params;                  /* from the image's .nv.info.<name> */
+    int device;                    /* the device whose context loaded its module */
     unsigned param_size[MAX_PARAMS];
     struct fake_function *next; /* the module's functions, freed with it */
 } fake_function;
@@ -80,6 +86,8 @@ long fake_cuda_count(const char *what) {
     if (!strcmp(what, "tensor_maps")) return n_tensor_maps;
     if (!strcmp(what, "modules")) return n_modules;
     if (!strcmp(what, "params")) return n_params;
+    int d;
+    if (sscanf(what, "modules@%d", &d) == 1 && d >= 0 && d < MAX_DEVICES) return n_modules_on[d];
     return -1;
 }
 
@@ -220,7 +228,9 @@ typedef struct fake_module {
     const unsigned char *image;
     size_t size;
     fake_function *functions;
+    int device; /* the device whose context was current at the load */
 } fake_module;
+
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image) {
     const unsigned char *e = image;
@@ -232,8 +242,10 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule *m, const void *image) {
     fm->image = e;
     fm->size = elf_size(e);
     fm->functions = NULL;
+    fm->device = current_device();
     *m = (CUmodule)fm;
     ++n_modules;
+    ++n_modules_on[fm->device];
     return CUDA_SUCCESS;
 }
 
@@ -244,6 +256,7 @@ CUresult CUDAAPI cuModuleUnload(CUmodule m) {
         next = f->next;
         free(f);
     }
+    --n_modules_on[fm->device];
     free(fm);
     --n_modules;
     return CUDA_SUCCESS;
@@ -306,6 +319,7 @@ CUresult CUDAAPI cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name
     memcpy(fn->name, name, len + 1);
     fn->max_dynamic_shared = 48 * 1024;
     fn->n_params = kernel_params(fm, name, fn->param_size);
+    fn->device = fm->device;
     fn->next = fm->functions;
     fm->functions = fn;
     *f = (CUfunction)fn;
@@ -489,6 +503,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
     const fake_function *fn = (const fake_function *)f;
     if (!have_context()) return CUDA_ERROR_INVALID_CONTEXT;
     if (!fn) return CUDA_ERROR_INVALID_HANDLE;
+    if (fn->device != current_device()) return CUDA_ERROR_INVALID_HANDLE; /* another context's function */
     if (read_params(fn, params) != CUDA_SUCCESS) return CUDA_ERROR_INVALID_VALUE;
     if (!grid[0] || !grid[1] || !grid[2] || grid[0] >= (1u << 31) || grid[1] > 65535 || grid[2] > 65535)
         return CUDA_ERROR_INVALID_VALUE;
@@ -503,6 +518,7 @@ static CUresult launch(CUfunction f, const unsigned grid[3], const unsigned bloc
         memcpy(l->grid, grid, sizeof l->grid);
         memcpy(l->block, block, sizeof l->block);
         l->shared_bytes = smem;
+        l->device = current_device();
         l->stream = s;
         l->programmatic = programmatic;
         l->captured = capturing(s);
