@@ -412,7 +412,7 @@ static int cache_import(attnbwd_ctx *ctx, const char *dir, int argc, char **argv
 
 /* ---- dispatch ---- */
 
-static const char *const subcommands = "clear, stats, list, verify, prune, export or import";
+static const char *const subcommands = "'clear', 'stats', 'list', 'verify', 'prune', 'export' or 'import'";
 
 int cmd_cache(const cli_common *common, int argc, char **argv)
 {

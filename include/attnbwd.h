@@ -307,7 +307,8 @@ ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_in
 
 /* Empties the context's disk cache folder: every compiled kernel, and
  * leftovers of crashed writers. Kernels already in memory stay usable.
- * files/bytes (may be NULL) count what was removed. Fails with
+ * files/bytes (may be NULL) count what was removed (each entry's info file
+ * goes with it). The counts of attnbwd_cache_get_stats start again. Fails with
  * ATTNBWD_ERR_CACHE when the folder is read-only or an entry cannot go;
  * with the cache off there is nothing to do. */
 ATTNBWD_API attnbwd_status attnbwd_cache_clear(attnbwd_ctx *ctx, uint64_t *files, uint64_t *bytes);

@@ -480,7 +480,7 @@ attnbwd_status attnbwd_cache_clear(attnbwd_ctx *ctx, uint64_t *files, uint64_t *
     if (!ctx) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ctx is NULL");
     uint64_t f = 0, b = 0;
     int err = cache_clear(&ctx->cache, &f, &b);
-    if (!err) cache_clear_extras(&ctx->cache, &f, &b);
+    if (!err) cache_clear_extras(&ctx->cache);
     if (files) *files = f;
     if (bytes) *bytes = b;
     if (err)

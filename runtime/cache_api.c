@@ -31,19 +31,17 @@ void cache_note_compiled(attnbwd_ctx *ctx, const attnbwd_kernel *k) {
     if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) cache_info_put(&ctx->cache, k->key, &info);
 }
 
-void cache_clear_extras(disk_cache *c, uint64_t *files, uint64_t *bytes) {
+/* The info files go with their entries, which attnbwd_cache_clear counts. */
+void cache_clear_extras(disk_cache *c) {
     DIR *d = c && c->dir && c->writable ? opendir(c->dir) : NULL;
     if (!d) return;
     struct dirent *e;
     char key[CACHE_KEY_HEX + 1];
     while ((e = readdir(d))) {
         struct stat st;
-        if (!cache_name_is(e->d_name, ".info", key) ||
-            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-            unlinkat(dirfd(d), e->d_name, 0) != 0)
-            continue;
-        *files += 1;
-        *bytes += (uint64_t)st.st_size;
+        if (cache_name_is(e->d_name, ".info", key) && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode))
+            unlinkat(dirfd(d), e->d_name, 0);
     }
     closedir(d);
     cache_stats_reset(c);

@@ -125,6 +125,6 @@ double now_seconds(void);
 /* cache_api.c: after a kernel was compiled, what it is for beside its entry;
  * cache clear's removal of those and of the counts. */
 void cache_note_compiled(attnbwd_ctx *ctx, const attnbwd_kernel *k);
-void cache_clear_extras(disk_cache *c, uint64_t *files, uint64_t *bytes);
+void cache_clear_extras(disk_cache *c);
 
 #endif
