@@ -300,7 +300,9 @@ attnbwd_status cache_import(disk_cache *c, const char *path, uint64_t *entries, 
                  path, b, c->max_bytes);
     if (s == ATTNBWD_OK && fseek(f, body, SEEK_SET) != 0)
         s = err_set(ATTNBWD_ERR_IO, "import: cannot read %s again: %s", path, strerror(errno));
+    cache_budget_importing(1);
     if (s == ATTNBWD_OK) s = walk_records(c, f, path, 1, entries, bytes);
+    cache_budget_importing(0);
     fclose(f);
     return s;
 }

@@ -235,8 +235,13 @@ int cache_evict(disk_cache *c, uint64_t max_bytes, int64_t older_than, const cha
     return err;
 }
 
+/* Set while this thread imports an archive: its writes are not misses. */
+static _Thread_local int importing;
+
+void cache_budget_importing(int on) { importing = on; }
+
 void cache_budget_after_put(disk_cache *c, const char *key_hex) {
-    c->misses++;
+    if (!importing) c->misses++;
     /* A quick unlocked look first: most writes leave the folder within budget. */
     DIR *d = opendir(c->dir);
     if (!d) return;

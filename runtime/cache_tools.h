@@ -42,6 +42,10 @@ void cache_folder_unlock(int fd);
 int cache_evict(disk_cache *c, uint64_t max_bytes, int64_t older_than, const char *keep_key, uint64_t *files,
                 uint64_t *bytes);
 
+/* Between 1 and 0, this thread's cache_put calls are an import's, not
+ * misses. */
+void cache_budget_importing(int on);
+
 typedef struct cache_counts {
     uint64_t hits, misses, evicted, evicted_bytes;
     int64_t since; /* when counting began (unix seconds); 0: no stats file yet */
