@@ -40,10 +40,14 @@
 
 int cache_parse_bytes(const char *text, uint64_t *out) {
     if (!text || !(*text >= '0' && *text <= '9')) return -1;
+    /* Digits and one point only: strtod alone would take "0x10" or "1e3". */
+    const size_t number = strspn(text, "0123456789.");
+    const char *point = memchr(text, '.', number);
+    if (point && memchr(point + 1, '.', number - (size_t)(point + 1 - text))) return -1;
     char *end = NULL;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno == ERANGE || end == text) return -1;
+    if (errno == ERANGE || end != text + number) return -1;
     double scale = 1;
     switch (*end) {
     case 'K': scale = 1024.0; break;

@@ -197,11 +197,20 @@ static void test_budget_from_environment(void **state)
     assert_int_equal(attnbwd_cache_get_stats(ctx, &st), ATTNBWD_OK);
     assert_int_equal(st.max_bytes, 3u << 20);
     attnbwd_close(ctx);
+    const struct {
+        const char *text;
+        uint64_t bytes;
+    } good[] = {{"1073741824", UINT64_C(1) << 30}, {"1.5K", 1536}, {"2GiB", UINT64_C(2) << 30}, {"7B", 7}, {"1T", UINT64_C(1) << 40}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t v = 0;
+        assert_int_equal(cache_parse_bytes(good[i].text, &v), 0);
+        assert_int_equal(v, good[i].bytes);
+    }
     attnbwd_options o;
     attnbwd_options_init(&o);
     o.arch = "sm_90";
     o.disk_cache = 0;
-    for (const char *bad[] = {"lots", "0", "12Q", "-5", NULL}, **b = bad; *b; b++) {
+    for (const char *bad[] = {"lots", "0", "12Q", "-5", "0x10", "1e3", "1..5G", "2GG", NULL}, **b = bad; *b; b++) {
         setenv("ATTNBWD_CACHE_MAX_BYTES", *b, 1);
         ctx = NULL;
         EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_CACHE_MAX_BYTES");
