@@ -362,7 +362,7 @@ int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t m
     *payload_len = (size_t)plen;
     data = NULL;
     hit = 1;
-    cache_budget_touch(c, fd);
+    cache_budget_touch(c, fd, st.st_mtime);
 done:
     if (why) quarantine(c, key_hex, fd, path, why);
     close(fd);

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -74,11 +75,11 @@ void cache_usage(const disk_cache *c, uint64_t *bytes, uint64_t *entries);
 
 /* ---- the size budget and the counts (cache_budget.c) ---------------------
  * Hooks of the functions above: each is one call, cheap on the hot path.
- * Last use of an entry = its mtime, set when written and on every disk hit;
- * eviction removes the least recently used whole entries (<key>.atbc and its
- * <key>.info) under the folder lock <dir>/cache.lock, taken with a bounded
- * wait, and never touches a temporary file (a write in progress) or a name
- * that is not ours. */
+ * Last use of an entry = its mtime, set when written and on a disk hit (once
+ * a minute at most); eviction removes the least recently used whole entries
+ * (<key>.atbc and its <key>.info) under the folder lock <dir>/cache.lock,
+ * taken with a bounded wait, and never touches a temporary file (a write in
+ * progress) or a name that is not ours. */
 
 /* The entry file layout of cache.c, for the tools that read entries. */
 #define CACHE_FILE_MAGIC "ATBWDC\r\n"
@@ -88,8 +89,9 @@ void cache_usage(const disk_cache *c, uint64_t *bytes, uint64_t *entries);
 /* From cache_open: the budget from $ATTNBWD_CACHE_MAX_BYTES or the default,
  * counts zero. */
 void cache_budget_init(disk_cache *c);
-/* From cache_get on a hit (fd: the entry): marks it used now. */
-void cache_budget_touch(disk_cache *c, int fd);
+/* From cache_get on a hit (fd: the entry, last_use: its mtime): marks it
+ * used now. */
+void cache_budget_touch(disk_cache *c, int fd, time_t last_use);
 /* From cache_put before writing: 0 when an entry of entry_bytes can never
  * fit the budget (it is then not written, as the CUDA driver's cache does). */
 int cache_budget_admits(disk_cache *c, uint64_t entry_bytes);

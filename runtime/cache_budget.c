@@ -3,8 +3,9 @@
  * evictions.
  *
  * Last use is the entry's mtime: set by the rename that puts it in place and
- * by futimens on every disk hit (one system call on an fd already open; the
- * memory cache keeps hits of one process from reaching the disk twice).
+ * by futimens on a disk hit (one system call on an fd already open, skipped
+ * when the mtime is under a minute old; the memory cache keeps hits of one
+ * process from reaching the disk twice).
  * atime is not used: relatime and noatime mounts do not keep it.
  *
  * Eviction runs after a write that takes the folder over its budget, or on
@@ -78,10 +79,15 @@ void cache_budget_init(disk_cache *c) {
     c->hits = c->misses = c->evicted = c->evicted_bytes = 0;
 }
 
-void cache_budget_touch(disk_cache *c, int fd) {
+/* A metadata write costs microseconds (a journal entry on ext4), a good part
+ * of a disk hit: an entry used again within this many seconds keeps its
+ * mtime, an order finer than that changes nothing a budget keeps. */
+#define TOUCH_SECONDS 60
+
+void cache_budget_touch(disk_cache *c, int fd, time_t last_use) {
     c->hits++;
     /* A read-only or shared store is not ours to change; its order does not matter. */
-    if (c->writable) (void)futimens(fd, NULL);
+    if (c->writable && time(NULL) - last_use >= TOUCH_SECONDS) (void)futimens(fd, NULL);
 }
 
 int cache_budget_admits(disk_cache *c, uint64_t entry_bytes) {
