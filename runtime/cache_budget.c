@@ -36,8 +36,9 @@
 
 #include "cache_tools.h"
 
-#define EVICT_LOCK_WAIT_MS 2000
-#define STATS_LOCK_WAIT_MS 500
+/* Holders keep the folder lock for milliseconds (a scan, a few unlinks, a
+ * 100-byte write); the wait allows for a loaded machine descheduling one. */
+#define FOLDER_LOCK_WAIT_MS 2000
 
 int cache_parse_bytes(const char *text, uint64_t *out) {
     if (!text || !(*text >= '0' && *text <= '9')) return -1;
@@ -215,7 +216,7 @@ int cache_evict(disk_cache *c, uint64_t max_bytes, int64_t older_than, const cha
                 uint64_t *bytes) {
     *files = *bytes = 0;
     if (!c || !c->dir || !c->writable) return EROFS;
-    int lock = cache_folder_lock(c, EVICT_LOCK_WAIT_MS);
+    int lock = cache_folder_lock(c, FOLDER_LOCK_WAIT_MS);
     if (lock < 0) return EWOULDBLOCK;
     DIR *d = opendir(c->dir);
     if (!d) {
@@ -336,7 +337,7 @@ static void write_stats(int fd, const cache_counts *s) {
 void cache_stats_flush(disk_cache *c) {
     if (!c || !c->dir || !c->writable) return;
     if (!c->hits && !c->misses && !c->evicted) return;
-    int lock = cache_folder_lock(c, STATS_LOCK_WAIT_MS);
+    int lock = cache_folder_lock(c, FOLDER_LOCK_WAIT_MS);
     if (lock < 0) return; /* the counts stay for the next flush */
     cache_counts s;
     int fd = open_stats(c, 1, &s);
@@ -357,7 +358,7 @@ void cache_stats_flush(disk_cache *c) {
 void cache_stats_read(disk_cache *c, cache_counts *out) {
     memset(out, 0, sizeof *out);
     if (c && c->dir) {
-        int lock = cache_folder_lock(c, STATS_LOCK_WAIT_MS);
+        int lock = cache_folder_lock(c, FOLDER_LOCK_WAIT_MS);
         int fd = open_stats(c, 0, out);
         if (fd >= 0) close(fd);
         else memset(out, 0, sizeof *out);
@@ -373,7 +374,7 @@ void cache_stats_read(disk_cache *c, cache_counts *out) {
 void cache_stats_reset(disk_cache *c) {
     if (!c || !c->dir || !c->writable) return;
     c->hits = c->misses = c->evicted = c->evicted_bytes = 0;
-    int lock = cache_folder_lock(c, STATS_LOCK_WAIT_MS);
+    int lock = cache_folder_lock(c, FOLDER_LOCK_WAIT_MS);
     if (lock < 0) return;
     cache_counts s;
     int fd = open_stats(c, 1, &s);
