@@ -229,7 +229,8 @@ static int cache_list(attnbwd_ctx *ctx, int json, int verify)
         printf("%" PRIu64 " entries checked: %" PRIu64 " sound, %" PRIu64 " damaged", l.count, l.count - damaged,
                damaged);
         if (l.stale)
-            printf(" (%" PRIu64 " sound ones of another library or NVRTC version, never used by this one)", l.stale);
+            printf(" (%" PRIu64 " of the sound from another library or NVRTC version, never used by this one)",
+                   l.stale);
         printf("\n");
     }
     return rc == CLI_OK && verify && damaged ? CLI_FAIL : rc;

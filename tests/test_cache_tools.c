@@ -482,7 +482,38 @@ static void test_tool_verify(void **state)
     (void)state;
     char *dir = copy_of_abc();
     tool_run *r = tool_expect(dir, "cache verify", 0);
-    assert_says(r, "3 entries checked: 3 sound, 0 damaged");
+    assert_says(r, "3 entries checked: 3 sound, 0 damaged\n");
+    /* A sound entry of another library version: listed as such, left out of an export. */
+    disk_cache c;
+    cache_open(&c, dir, 1, &QUIET);
+    static const char foreign[] = "attnbwd-cache-manifest 1\nlibrary 0.0.1\nnvrtc 1.0\narch sm_80\nsource\nold\n";
+    unsigned char cubin[64] = "\177ELF\2";
+    cubin[18] = 190;
+    char key[CACHE_KEY_HEX + 1];
+    cache_key(foreign, strlen(foreign), key);
+    assert_int_equal(cache_put(&c, key, foreign, strlen(foreign), cubin, sizeof cubin), 1);
+    cache_close(&c);
+    r = tool_expect(dir, "cache verify", 0);
+    assert_says(r, "4 entries checked: 4 sound, 0 damaged (1 of the sound from another library");
+    cJSON *list = tool_json(dir, "cache list --json");
+    int foreign_listed = 0;
+    for (int i = 0; i < cJSON_GetArraySize(list); i++) {
+        const cJSON *e = cJSON_GetArrayItem(list, i);
+        const int is_foreign = strcmp(cJSON_GetObjectItem(e, "key")->valuestring, key) == 0;
+        foreign_listed += is_foreign;
+        assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItem(e, "current")), !is_foreign);
+        if (is_foreign)
+            assert_string_equal(cJSON_GetObjectItem(e, "library")->valuestring, "0.0.1");
+    }
+    assert_int_equal(foreign_listed, 1);
+    cJSON_Delete(list);
+    char archive[4300], args[4400];
+    snprintf(archive, sizeof archive, "%s/all.atba", dir);
+    snprintf(args, sizeof args, "cache export %s", archive);
+    r = tool_expect(dir, args, 0);
+    assert_says(r, "built by another library version");
+    assert_says(r, "exported 3 entries");
+    assert_int_equal(unlink(archive), 0);
     flip_byte(entry_path(dir, A, ".atbc"), 100); /* in the cubin */
     assert_int_equal(truncate(entry_path(dir, B, ".atbc"), (off_t)G.bytes[B] - 7), 0);
     r = tool_expect(dir, "cache verify", 1);
@@ -491,7 +522,7 @@ static void test_tool_verify(void **state)
     assert_says(r, line);
     snprintf(line, sizeof line, "damaged  %s: size does not match", G.key[B]);
     assert_says(r, line);
-    assert_says(r, "3 entries checked: 1 sound, 2 damaged");
+    assert_says(r, "4 entries checked: 2 sound, 2 damaged");
     /* A FIFO or a link under an entry's name is reported, never waited on or followed. */
     unlink(entry_path(dir, A, ".atbc"));
     assert_int_equal(mkfifo(entry_path(dir, A, ".atbc"), 0600), 0);
