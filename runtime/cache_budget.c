@@ -20,7 +20,10 @@
  * Counts: each process adds its hits and misses to atomics, and adds them to
  * cache.stats (text, rewritten in place under the folder lock) after each
  * write of an entry and at close: one small locked write per compile, none
- * per hit. */
+ * per hit. One file for the folder rather than counters per entry: those
+ * would cost a write on every disk hit, and the totals, the question asked
+ * of a cache, would need a scan of every entry. A process that dies before
+ * close loses the hits it counted since its last write. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
