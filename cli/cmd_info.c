@@ -2,6 +2,7 @@
  * arch and the disk cache. Works without a GPU: the device facts then say
  * why there is none, and the cache facts come from a context opened for
  * sm_90 only to read them (the arch is reported as not detected). */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +12,12 @@
 
 void cmd_info_usage(FILE *out)
 {
-    fprintf(out, "usage: attnbwd info [OPTIONS]\n\n"
+    fprintf(out, "usage: attnbwd info [--json] [OPTIONS]\n\n"
                  "Prints the library, NVRTC and driver versions, the device, the arch kernels\n"
                  "are compiled for, and the disk cache: its directory, whether it is read and\n"
-                 "written, its size and number of entries. Needs no GPU.\n\n"
+                 "written, its size, number of entries and budget. Needs no GPU.\n\n"
+                 "options:\n"
+                 "  --json   the same facts as one JSON object (null where there is none)\n\n"
                  "example:\n"
                  "  attnbwd info --arch sm_90 --cache-dir /tmp/attnbwd-cache\n\n");
     fprintf(out, "%s", CLI_COMMON_HELP);
@@ -91,10 +94,72 @@ static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd
     print_driver(&in, nd);
     print_arch(c, &in, nd);
     print_cache(c, &in);
+    attnbwd_cache_stats st;
+    if (attnbwd_cache_get_stats(ctx, &st) == ATTNBWD_OK) {
+        char human[32];
+        cli_human_bytes(st.max_bytes, human, sizeof human);
+        printf(ROW "%" PRIu64 " bytes (%s; ATTNBWD_CACHE_MAX_BYTES)\n", "cache budget", st.max_bytes, human);
+    }
     printf(ROW "%s\n", "deterministic",
            in.deterministic ? "yes (no output summed by float atomics; ATTNBWD_DETERMINISTIC=1)"
                             : "no (tuned tiles may sum some outputs by float atomics; ATTNBWD_DETERMINISTIC=1 for "
                               "the same bits every run)");
+    return CLI_OK;
+}
+
+static void add_string_or_null(cJSON *o, const char *name, const char *value)
+{
+    if (value && value[0])
+        cJSON_AddStringToObject(o, name, value);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
+/* The facts of print_info as one JSON object. */
+static int print_info_json(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd)
+{
+    attnbwd_ctx_info in;
+    attnbwd_cache_stats st;
+    memset(&in, 0, sizeof in);
+    memset(&st, 0, sizeof st);
+    attnbwd_status s = attnbwd_ctx_get_info(ctx, &in);
+    if (s == ATTNBWD_OK)
+        s = attnbwd_cache_get_stats(ctx, &st);
+    if (s != ATTNBWD_OK)
+        return cli_lib_error(s);
+    cJSON *o = cJSON_CreateObject();
+    char nvrtc[32];
+    snprintf(nvrtc, sizeof nvrtc, "%d.%d", in.nvrtc_major, in.nvrtc_minor);
+    cJSON_AddStringToObject(o, "library", in.library_version ? in.library_version : ATTNBWD_VERSION_STRING);
+    cJSON_AddStringToObject(o, "nvrtc", nvrtc);
+    if (in.driver_version > 0)
+        cJSON_AddNumberToObject(o, "driver_version", in.driver_version);
+    else
+        cJSON_AddNullToObject(o, "driver_version");
+    add_string_or_null(o, "device", in.device_name);
+    add_string_or_null(o, "device_error", in.driver_error[0] ? in.driver_error : nd->set ? nd->message : "");
+    add_string_or_null(o, "arch", nd->set ? "" : in.arch);
+    add_string_or_null(o, "arch_from", nd->set ? "" : c->arch ? "--arch" : "device");
+    cJSON_AddNumberToObject(o, "device_ordinal", in.device);
+    cJSON_AddBoolToObject(o, "deterministic", in.deterministic);
+    cJSON *cache = cJSON_AddObjectToObject(o, "cache");
+    add_string_or_null(cache, "dir", in.cache_dir);
+    cJSON_AddStringToObject(cache, "mode", cache_mode(c, &in));
+    cJSON_AddNumberToObject(cache, "bytes", (double)in.cache_bytes);
+    cJSON_AddNumberToObject(cache, "entries", (double)in.cache_entries);
+    cJSON_AddNumberToObject(cache, "max_bytes", (double)st.max_bytes);
+    cJSON_AddNumberToObject(cache, "hits", (double)st.hits);
+    cJSON_AddNumberToObject(cache, "misses", (double)st.misses);
+    if (st.since)
+        cJSON_AddNumberToObject(cache, "since", (double)st.since);
+    else
+        cJSON_AddNullToObject(cache, "since");
+    char *text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (!text)
+        return CLI_FAIL;
+    printf("%s\n", text);
+    cJSON_free(text);
     return CLI_OK;
 }
 
@@ -121,7 +186,12 @@ static int open_for_info(const cli_common *c, attnbwd_ctx **ctx, no_device *nd)
 
 int cmd_info(const cli_common *common, int argc, char **argv)
 {
+    int json = 0;
     for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = 1;
+            continue;
+        }
         if (argv[i][0] == '-' && argv[i][1] != '\0')
             return cli_usage_error("info", "unknown option '%s'", argv[i]);
         return cli_usage_error("info", "unexpected argument '%s'", argv[i]);
@@ -131,7 +201,7 @@ int cmd_info(const cli_common *common, int argc, char **argv)
     memset(&nd, 0, sizeof nd);
     int rc = open_for_info(common, &ctx, &nd);
     if (rc == CLI_OK)
-        rc = print_info(common, ctx, &nd);
+        rc = json ? print_info_json(common, ctx, &nd) : print_info(common, ctx, &nd);
     attnbwd_close(ctx);
     return rc;
 }

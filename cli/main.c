@@ -25,7 +25,8 @@ static const command commands[] = {
     {"explore", "try every candidate tile choice of suites on the GPU; report the fastest", cmd_explore,
      cmd_explore_usage},
     {"lua", "run an exploration script with the attnbwd Lua API", cmd_lua, cmd_lua_usage},
-    {"cache", "cache clear: empty the disk cache folder", cmd_cache, cmd_cache_usage},
+    {"cache", "the disk cache folder: stats, list, verify, prune, export, import, clear", cmd_cache,
+     cmd_cache_usage},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -85,7 +85,12 @@ typedef struct attnbwd_options {
                                then vary from run to run (attnbwd_kernel_info.unordered_outputs says which);
                                1: every output the same bits every run (tuning entries' atomic sums taken out,
                                explicit tiles with them refused). $ATTNBWD_DETERMINISTIC=1 also sets it */
+    uint64_t cache_max_bytes; /* the disk cache's size budget: past it the least recently used entries go.
+                                 0 (default): $ATTNBWD_CACHE_MAX_BYTES, else ATTNBWD_CACHE_DEFAULT_MAX_BYTES */
 } attnbwd_options;
+
+/* 1 GiB, as the CUDA driver's own JIT cache. */
+#define ATTNBWD_CACHE_DEFAULT_MAX_BYTES (UINT64_C(1) << 30)
 
 /* Fill with the defaults above. */
 ATTNBWD_API void attnbwd_options_init(attnbwd_options *opt);
@@ -302,10 +307,79 @@ ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_in
 
 /* Empties the context's disk cache folder: every compiled kernel, and
  * leftovers of crashed writers. Kernels already in memory stay usable.
- * files/bytes (may be NULL) count what was removed. Fails with
+ * files/bytes (may be NULL) count what was removed (each entry's info file
+ * goes with it). The counts of attnbwd_cache_get_stats start again. Fails with
  * ATTNBWD_ERR_CACHE when the folder is read-only or an entry cannot go;
  * with the cache off there is nothing to do. */
 ATTNBWD_API attnbwd_status attnbwd_cache_clear(attnbwd_ctx *ctx, uint64_t *files, uint64_t *bytes);
+
+/* ---- the disk cache's tools (`attnbwd cache ...`) ---------------------------
+ * They work on the context's cache folder and need no GPU. An entry's last use
+ * is when it was written or last found by any process; the budget
+ * (options.cache_max_bytes) evicts the least recently used first. */
+
+typedef struct attnbwd_cache_stats {
+    uint64_t entries, bytes;           /* in the folder now */
+    uint64_t max_bytes;                /* the budget */
+    uint64_t hits;                     /* kernels found in the folder (disk hits) */
+    uint64_t misses;                   /* kernels compiled and written into it */
+    uint64_t evicted, evicted_bytes;   /* entries removed to keep to the budget, and by prune */
+    int64_t since;                     /* unix seconds the counts run from (the first count, or the last
+                                          attnbwd_cache_clear); 0: nothing counted yet */
+} attnbwd_cache_stats;
+
+/* The folder's counts, all processes' (each adds its own after every write and
+ * at attnbwd_close), this context's not yet added included. */
+ATTNBWD_API attnbwd_status attnbwd_cache_get_stats(attnbwd_ctx *ctx, attnbwd_cache_stats *stats);
+
+typedef struct attnbwd_cache_entry {
+    const char *key;             /* 32 hex digits */
+    uint64_t bytes;              /* the entry file's size */
+    int64_t last_use;            /* unix seconds: written or last found */
+    const char *problem;         /* NULL: sound; else why it cannot be used ("checksum mismatch", ...) */
+    int current;                 /* 1: of this library and NVRTC version; 0: none of its kernels can find it */
+    const char *library_version; /* these five from the entry's manifest; "" when it is damaged */
+    const char *nvrtc_version;
+    const char *arch;            /* e.g. "sm_90a" */
+    const char *kernel;          /* the kernel function's name */
+    const char *tiles;           /* "key=value ..." */
+    int has_shape;               /* shape and gpu_model known (written with the entry) */
+    attnbwd_shape shape;
+    const char *gpu_model;       /* the GPU model the tuning tables were matched for ("" none or unknown) */
+} attnbwd_cache_entry;
+
+/* Return nonzero to stop the listing. The entry's strings live during the call. */
+typedef int (*attnbwd_cache_entry_fn)(const attnbwd_cache_entry *entry, void *user);
+
+/* attnbwd_cache_list's flags: read every entry whole and check its checksum and
+ * cubin (without it: the header and the manifest only). */
+#define ATTNBWD_CACHE_VERIFY 1u
+
+/* Calls fn for each entry of the folder, most recently used first. damaged (may
+ * be NULL) counts the entries with a problem. Never changes the folder. */
+ATTNBWD_API attnbwd_status attnbwd_cache_list(attnbwd_ctx *ctx, unsigned flags, attnbwd_cache_entry_fn fn,
+                                              void *user, uint64_t *damaged);
+
+/* Removes the least recently used entries until the folder holds at most
+ * max_bytes (0: the context's budget), and every entry unused for
+ * older_than_seconds (0: no age limit). files/bytes (may be NULL) count what went.
+ * ATTNBWD_ERR_CACHE when the folder is read-only or off, or its lock is held
+ * past a few seconds. */
+ATTNBWD_API attnbwd_status attnbwd_cache_prune(attnbwd_ctx *ctx, uint64_t max_bytes, int64_t older_than_seconds,
+                                               uint64_t *files, uint64_t *bytes);
+
+/* Writes one archive file of the entries whose key starts with one of
+ * key_prefixes (n == 0: every entry) to path, atomically (written beside it and
+ * renamed). A prefix that selects nothing is an error; damaged entries and
+ * entries of another version are left out with a warning. */
+ATTNBWD_API attnbwd_status attnbwd_cache_export(attnbwd_ctx *ctx, const char *path, const char *const *key_prefixes,
+                                                size_t n, uint64_t *entries, uint64_t *bytes);
+
+/* Adds an archive's entries to the folder. Every entry is checked first; an
+ * archive of another format, library or NVRTC version, or with any entry
+ * damaged, is refused whole, naming why. Each entry is then written atomically. */
+ATTNBWD_API attnbwd_status attnbwd_cache_import(attnbwd_ctx *ctx, const char *path, uint64_t *entries,
+                                                uint64_t *bytes);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cache_tools.h"
 #include "error.h"
 #include "internal.h"
 #include "nvrtc_compile.h"
@@ -55,6 +56,7 @@ static char *read_user_tuning(const attnbwd_ctx *ctx) {
 static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
     const char *model = getenv("ATTNBWD_GPU_MODEL");
     if (!model || !*model) model = ctx->have_device ? ctx->dev.name : "";
+    snprintf(ctx->gpu_model, sizeof ctx->gpu_model, "%s", model);
     char *user = read_user_tuning(ctx);
     attnbwd_status s = gen_configure(ctx->gen, model, user, ctx->deterministic);
     free(user);
@@ -82,6 +84,12 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     const char *env_det = getenv("ATTNBWD_DETERMINISTIC");
     if (env_det && *env_det && strcmp(env_det, "0") && strcmp(env_det, "1"))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_DETERMINISTIC=%s: must be 0 or 1", env_det);
+    const char *env_max = getenv("ATTNBWD_CACHE_MAX_BYTES");
+    uint64_t max_bytes;
+    if (env_max && *env_max && cache_parse_bytes(env_max, &max_bytes) != 0)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
+                       "ATTNBWD_CACHE_MAX_BYTES=%s: expected a size of at least one byte, such as 1073741824, 512M "
+                       "or 2G", env_max);
 
     attnbwd_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory opening a context");
@@ -117,6 +125,7 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
         return s;
     }
     cache_open(&ctx->cache, opt.cache_dir, opt.disk_cache, &ctx->log);
+    if (opt.cache_max_bytes) ctx->cache.max_bytes = opt.cache_max_bytes;
     if ((s = configure_tuning(ctx)) != ATTNBWD_OK) {
         attnbwd_close(ctx);
         return s;
@@ -333,6 +342,7 @@ static attnbwd_status build_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape,
         return err_wrap(s, "shape B=%lld H=%lld T=%lld dropout=%d", (long long)shape->batch, (long long)shape->heads,
                         (long long)shape->seq_len, shape->dropout);
     }
+    if (k->origin == ATTNBWD_FROM_COMPILE) cache_note_compiled(ctx, k);
     k->build_seconds = now_seconds() - t0;
     log_line(&ctx->log, ATTNBWD_LOG_INFO, "%s %s (%s) in %.3f s", k->origin == ATTNBWD_FROM_DISK ? "disk hit" : "compiled",
              k->plan.name, k->key, k->build_seconds);
@@ -470,6 +480,7 @@ attnbwd_status attnbwd_cache_clear(attnbwd_ctx *ctx, uint64_t *files, uint64_t *
     if (!ctx) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ctx is NULL");
     uint64_t f = 0, b = 0;
     int err = cache_clear(&ctx->cache, &f, &b);
+    if (!err) cache_clear_extras(&ctx->cache);
     if (files) *files = f;
     if (bytes) *bytes = b;
     if (err)

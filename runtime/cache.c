@@ -190,6 +190,7 @@ void cache_open(disk_cache *c, const char *explicit_dir, int enabled, const logg
     c->writable = 0;
     c->log = log;
     c->warned_write = 0;
+    cache_budget_init(c);
     const char *env = getenv("ATTNBWD_CACHE");
     if (!enabled || (env && strcmp(env, "0") == 0)) {
         log_line(log, ATTNBWD_LOG_INFO, "disk cache off (%s)",
@@ -226,6 +227,7 @@ void cache_open(disk_cache *c, const char *explicit_dir, int enabled, const logg
 
 void cache_close(disk_cache *c) {
     if (!c) return;
+    cache_stats_flush(c);
     free(c->dir);
     c->dir = NULL;
     c->writable = 0;
@@ -360,6 +362,7 @@ int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t m
     *payload_len = (size_t)plen;
     data = NULL;
     hit = 1;
+    cache_budget_touch(c, fd, st.st_mtime);
 done:
     if (why) quarantine(c, key_hex, fd, path, why);
     close(fd);
@@ -404,6 +407,7 @@ int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t m
               const void *payload, size_t payload_len) {
     if (!c || !c->dir || !c->writable || !valid_key(key_hex)) return 0;
     if (manifest_len > MAX_MANIFEST || (uint64_t)payload_len > MAX_PAYLOAD) return 0;
+    if (!cache_budget_admits(c, HEADER_LEN + (uint64_t)manifest_len + payload_len)) return 0;
     unsigned char hdr[HEADER_LEN];
     memcpy(hdr, CACHE_MAGIC, 8);
     put_u32(hdr + 8, CACHE_FORMAT);
@@ -450,6 +454,8 @@ int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t m
         int saved = errno;
         if (fd >= 0) unlink(tmp);
         warn_write(c, saved, what, fd >= 0 ? final : tmp);
+    } else {
+        cache_budget_after_put(c, key_hex);
     }
     free(final);
     free(tmp);

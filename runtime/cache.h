@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "log.h"
 
@@ -31,6 +32,10 @@ typedef struct disk_cache {
     int writable;       /* 0: read what is there, write nothing */
     const logger *log;
     int warned_write;   /* one warning per cause */
+    /* The size budget and this process's counts not yet added to the
+     * folder's stats file (cache_budget.c). */
+    uint64_t max_bytes;
+    _Atomic uint64_t hits, misses, evicted, evicted_bytes;
 } disk_cache;
 
 /* Resolve the directory (explicit > $ATTNBWD_CACHE_DIR > $XDG_CACHE_HOME/attnbwd
@@ -67,5 +72,33 @@ int cache_clear(disk_cache *c, uint64_t *files, uint64_t *bytes);
 
 /* Bytes and entry count of the *.atbc files in the directory. */
 void cache_usage(const disk_cache *c, uint64_t *bytes, uint64_t *entries);
+
+/* ---- the size budget and the counts (cache_budget.c) ---------------------
+ * Hooks of the functions above: each is one call, cheap on the hot path.
+ * Last use of an entry = its mtime, set when written and on a disk hit (once
+ * a minute at most); eviction removes the least recently used whole entries
+ * (<key>.atbc and its <key>.info) under the folder lock <dir>/cache.lock,
+ * taken with a bounded wait, and never touches a temporary file (a write in
+ * progress) or a name that is not ours. */
+
+/* The entry file layout of cache.c, for the tools that read entries. */
+#define CACHE_FILE_MAGIC "ATBWDC\r\n"
+#define CACHE_FILE_FORMAT 1u
+#define CACHE_FILE_HEADER_LEN 32
+
+/* From cache_open: the budget from $ATTNBWD_CACHE_MAX_BYTES or the default,
+ * counts zero. */
+void cache_budget_init(disk_cache *c);
+/* From cache_get on a hit (fd: the entry, last_use: its mtime): marks it
+ * used now. */
+void cache_budget_touch(disk_cache *c, int fd, time_t last_use);
+/* From cache_put before writing: 0 when an entry of entry_bytes can never
+ * fit the budget (it is then not written, as the CUDA driver's cache does). */
+int cache_budget_admits(disk_cache *c, uint64_t entry_bytes);
+/* From cache_put after the entry is in place: counts the miss, and brings
+ * the folder back under the budget when it is over (never evicting key_hex). */
+void cache_budget_after_put(disk_cache *c, const char *key_hex);
+/* From cache_close: adds this process's counts to the stats file. */
+void cache_stats_flush(disk_cache *c);
 
 #endif

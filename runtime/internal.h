@@ -80,6 +80,7 @@ struct attnbwd_ctx {
     int graphs;              /* $ATTNBWD_GRAPHS != 0 (the default): repeated calls replay a CUDA graph */
     int pointer_checks;      /* $ATTNBWD_POINTER_CHECKS != 0 (the default): pointers_check asks the driver */
     int deterministic;       /* options.deterministic or $ATTNBWD_DETERMINISTIC: no output summed by atomics */
+    char gpu_model[256];     /* the model the tuning tables are matched for ("" none) */
 };
 
 /* kernel_table.c */
@@ -120,5 +121,10 @@ void dump_kernel(const attnbwd_ctx *ctx, const attnbwd_kernel *k, const char *op
                  const char *log, const char *manifest);
 
 double now_seconds(void);
+
+/* cache_api.c: after a kernel was compiled, what it is for beside its entry;
+ * cache clear's removal of those and of the counts. */
+void cache_note_compiled(attnbwd_ctx *ctx, const attnbwd_kernel *k);
+void cache_clear_extras(disk_cache *c);
 
 #endif

@@ -95,6 +95,8 @@ static int count_files(const char *dir, const char *prefix, const char *suffix) 
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name), sl = strlen(suffix);
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        /* The folder's lock and counts (cache_budget.c), there once anything is written. */
+        if (!strcmp(e->d_name, "cache.lock") || !strcmp(e->d_name, "cache.stats")) continue;
         if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
         if (len < sl || strcmp(e->d_name + len - sl, suffix) != 0) continue;
         n++;

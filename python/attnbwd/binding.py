@@ -64,6 +64,7 @@ class Options(ctypes.Structure):
         ("log_fn", LOG_FN),
         ("log_user", ctypes.c_void_p),
         ("deterministic", ctypes.c_int),
+        ("cache_max_bytes", ctypes.c_uint64),
     ]
 
 
