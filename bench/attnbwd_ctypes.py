@@ -24,6 +24,7 @@ class Options(ctypes.Structure):
         ("log_fn", LOG_FN),
         ("log_user", ctypes.c_void_p),
         ("deterministic", ctypes.c_int),
+        ("gpu_model", ctypes.c_char_p),
     ]
 
 
