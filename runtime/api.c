@@ -63,8 +63,10 @@ static void choose_gpu_model(attnbwd_ctx *ctx, const char *given, const char *gi
     /* A name someone typed that matches no model is likely a typo: say so. A device of
      * another family is just a GPU the tables were not measured on. */
     int level = ctx->gpu.unknown && !is_device ? ATTNBWD_LOG_WARN : ATTNBWD_LOG_INFO;
-    log_line(&ctx->log, level, "GPU model %s%s%s (from %s, %d SMs): tuning table %s", given ? "\"" : "",
-             given ? ctx->gpu.model : "none", given ? "\"" : "", ctx->gpu_from, ctx->gpu.sm_count, ctx->gpu.note);
+    char sms[32] = "SMs unknown";
+    if (ctx->gpu.sm_count > 0) snprintf(sms, sizeof sms, "%d SMs", ctx->gpu.sm_count);
+    log_line(&ctx->log, level, "GPU model %s%s%s (from %s, %s): tuning table %s", given ? "\"" : "",
+             given ? ctx->gpu.model : "none", given ? "\"" : "", ctx->gpu_from, sms, ctx->gpu.note);
 }
 
 static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
@@ -132,6 +134,9 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
             char why[sizeof ctx->driver_error];
             memcpy(why, ctx->driver_error, sizeof why);
             attnbwd_close(ctx);
+            if (model)
+                return err_set(s, "%s (the GPU model \"%s\" is none whose arch is known: set options.arch, e.g. "
+                                  "\"sm_90\")", why, model);
             return err_set(s, "%s (to generate and compile without a GPU, set options.arch, e.g. \"sm_90\")", why);
         }
     }
