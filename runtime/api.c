@@ -263,8 +263,8 @@ static void warn_performance(const char *line, int len, void *user) {
 }
 
 /* A disk hit found by the manifest's head alone: the plan comes from the
- * entry, no Lua planning or rendering. An entry whose plan does not read back
- * is reported and rebuilt. */
+ * entry, no Lua planning or rendering. 1 on a hit, 0 on a miss, -1 for an
+ * entry whose plan does not read back (reported; the compile replaces it). */
 static int disk_hit(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, size_t head_len) {
     char *stored = NULL;
     size_t stored_len;
@@ -281,7 +281,7 @@ static int disk_hit(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, size_
         free(k->cubin);
         k->cubin = NULL;
         k->cubin_len = 0;
-        return 0;
+        return -1;
     }
     snprintf(k->arch, sizeof k->arch, "%s", k->plan.compile_arch[0] ? k->plan.compile_arch : ctx->arch);
     k->origin = ATTNBWD_FROM_DISK;
@@ -290,8 +290,8 @@ static int disk_hit(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, size_
 
 /* The cubin of a rendered plan from an entry of its head that agrees with
  * its whole manifest (another process compiled it meanwhile, or
- * ATTNBWD_CACHE_VERIFY asked to compare); one that disagrees is reported
- * and replaced. */
+ * ATTNBWD_CACHE_VERIFY asked to compare): 1, 0 for none, -1 for one that
+ * disagrees (reported; the compile replaces it). */
 static int matching_entry(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, size_t head_len,
                           const char *manifest) {
     char *stored = NULL;
@@ -308,20 +308,22 @@ static int matching_entry(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head,
         free(k->cubin);
         k->cubin = NULL;
         k->cubin_len = 0;
-        return 0;
+        return -1;
     }
     k->origin = ATTNBWD_FROM_DISK;
     return 1;
 }
 
 /* Finds the cubin of a rendered plan in the disk cache or compiles it, under
- * the per-key lock so that two processes missing the same key compile it once. */
+ * the per-key lock so that two processes missing the same key compile it
+ * once. found: -1 when the entry there is known not to do, else 0. */
 static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, const char *manifest,
-                                      const char *options) {
+                                      const char *options, int found) {
     size_t head_len = strlen(head);
-    if (matching_entry(ctx, k, head, head_len, manifest)) return ATTNBWD_OK;
+    if (found == 0) found = matching_entry(ctx, k, head, head_len, manifest);
+    if (found > 0) return ATTNBWD_OK;
     int lock = cache_lock(&ctx->cache, k->key, LOCK_TIMEOUT_MS);
-    if (lock >= 0 && matching_entry(ctx, k, head, head_len, manifest)) {
+    if (lock >= 0 && found == 0 && matching_entry(ctx, k, head, head_len, manifest) > 0) {
         cache_unlock(lock); /* another process compiled it while we waited */
         return ATTNBWD_OK;
     }
@@ -342,8 +344,9 @@ static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const
     return s;
 }
 
-/* Plans and renders the kernel, then finds or compiles its cubin. */
-static attnbwd_status plan_and_build(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head) {
+/* Plans and renders the kernel, then finds or compiles its cubin (found as
+ * find_or_compile's). */
+static attnbwd_status plan_and_build(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, int found) {
     attnbwd_status s = gen_plan(ctx->gen, &k->shape, ctx->arch, k->override, &k->plan);
     if (s != ATTNBWD_OK) return s;
     /* The plan may ask for the arch-specific target (sm_90a for wgmma); the
@@ -353,7 +356,7 @@ static attnbwd_status plan_and_build(attnbwd_ctx *ctx, attnbwd_kernel *k, const 
     nvrtc_options_string(k->arch, options, sizeof options);
     char *manifest = manifest_full(head, ctx->gpu.model, ctx->gpu.table, &k->plan, options);
     if (!manifest) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
-    s = find_or_compile(ctx, k, head, manifest, options);
+    s = find_or_compile(ctx, k, head, manifest, options, found);
     free(manifest);
     return s;
 }
@@ -380,7 +383,8 @@ static attnbwd_status build_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape,
     }
     if (s == ATTNBWD_OK) {
         cache_key(head, strlen(head), k->key);
-        if (ctx->verify_hits || !disk_hit(ctx, k, head, strlen(head))) s = plan_and_build(ctx, k, head);
+        int found = ctx->verify_hits ? 0 : disk_hit(ctx, k, head, strlen(head));
+        if (found <= 0) s = plan_and_build(ctx, k, head, found);
     }
     free(tuned);
     free(head);
