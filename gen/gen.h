@@ -76,12 +76,6 @@ attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *ar
 attnbwd_status gen_plan_check(kernel_plan *p, const char *arch);
 void kernel_plan_free(kernel_plan *p);
 
-/* The tile choice gen_plan would build with, as its "key=value ..." string
- * (*tiles, malloc'd), without planning or rendering: what the disk cache
- * finds a kernel by. Refusals as gen_plan's. */
-attnbwd_status gen_tiles(gen_state *g, const attnbwd_shape *shape, const char *arch, const char *tiles_override,
-                         char **tiles);
-
 /* The GPU model ("" for none), the text of the user's table (NULL for none;
  * it applies where it names that model) and the Lua module of the shipped
  * table the model gets (NULL for none): a plan without an override takes the

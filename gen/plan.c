@@ -391,33 +391,6 @@ attnbwd_status gen_tuned(gen_state *g, const attnbwd_shape *shape, char **entry)
     return s;
 }
 
-attnbwd_status gen_tiles(gen_state *g, const attnbwd_shape *shape, const char *arch, const char *tiles_override,
-                         char **tiles) {
-    *tiles = NULL;
-    pthread_mutex_lock(&g->mu);
-    lua_State *L = g->L;
-    int top = lua_gettop(L);
-    attnbwd_status s = gen_require(L, "plan", "choose");
-    if (s == ATTNBWD_OK) {
-        gen_push_shape(L, shape);
-        lua_pushstring(L, arch);
-        if (tiles_override) lua_pushstring(L, tiles_override);
-        else lua_pushnil(L);
-        s = gen_pcall(L, 3, 2);
-    }
-    if (s == ATTNBWD_OK) {
-        if (lua_type(L, -2) == LUA_TSTRING) {
-            if (!(*tiles = strdup(lua_tostring(L, -2)))) s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
-        } else {
-            s = err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s",
-                        lua_tostring(L, -1) ? lua_tostring(L, -1) : "choose() refused the shape");
-        }
-    }
-    lua_settop(L, top);
-    pthread_mutex_unlock(&g->mu);
-    return s;
-}
-
 attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning, int deterministic,
                              const char *shipped_table) {
     pthread_mutex_lock(&g->mu);

@@ -1,6 +1,8 @@
 -- The entry point of code generation: shape -> tile choices -> kernel.
--- C calls plan(shape, arch, override) once per kernel it builds. Adding a
--- problem means one script beside this one and one line in `problems`.
+-- C calls tuned(shape) for each kernel it builds (the disk cache's key names
+-- the entry), and plan(shape, arch, override) where the disk cache does not
+-- hold the kernel. Adding a problem means one script beside this one and one
+-- line in `problems`.
 local render = require "render"
 
 local problems = {
@@ -105,23 +107,15 @@ end
 -- arch-specific target has). Returns it, or nil and why the tiles were refused
 -- (by the problem's validate, or by its plan where only planning can tell).
 function M.plan(shape, arch, override)
-  local text, why = M.choose(shape, arch, override)
-  if not text then return nil, why end
+  local tiles, why = M.tiles(shape, override, arch)
+  if not tiles then return nil, why end
+  local text = render.tiles_string(tiles)
   -- Planned from the string itself, so that the kernel is a function of what
-  -- the cache key names (shape, arch, this string), not of the table behind it.
+  -- the disk cache's manifest records, not of the table behind it.
   local k, refused = problem_module(shape).plan(shape, render.parse_tiles(text), arch)
   if not k then return nil, "tiles " .. text .. ": " .. refused end
   k.tiles = text
   return k
-end
-
--- The tile choice plan() builds with, as its "key=value ..." string, without
--- planning or rendering: the disk cache finds a kernel by it. Returns it, or
--- nil and why the tiles were refused.
-function M.choose(shape, arch, override)
-  local tiles, why = M.tiles(shape, override, arch)
-  if not tiles then return nil, why end
-  return render.tiles_string(tiles)
 end
 
 function M.candidates(shape)
