@@ -60,6 +60,8 @@ static void choose_gpu_model(attnbwd_ctx *ctx, const char *given, const char *gi
     gpu_model_choose(given, is_device ? ctx->dev.sm_count : 0, &ctx->gpu);
     if (is_device) ctx->gpu_from = "the device";
     else ctx->gpu_from = given ? given_from : "none";
+    if (ctx->gpu.table)
+        snprintf(ctx->tuning_table_path, sizeof ctx->tuning_table_path, "lua/%s.lua", ctx->gpu.table);
     /* A name someone typed that matches no model is likely a typo: say so. A device of
      * another family is just a GPU the tables were not measured on. */
     int level = ctx->gpu.unknown && !is_device ? ATTNBWD_LOG_WARN : ATTNBWD_LOG_INFO;
@@ -142,7 +144,8 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     }
     if (opt.arch) snprintf(ctx->arch, sizeof ctx->arch, "%s", opt.arch);
 
-    if ((s = gen_open(&ctx->gen)) != ATTNBWD_OK || (s = gen_scripts_hash(ctx->scripts_hash, sizeof ctx->scripts_hash))) {
+    if ((s = gen_open(&ctx->gen)) != ATTNBWD_OK ||
+        (s = gen_scripts_hash(ctx->scripts_hash, sizeof ctx->scripts_hash)) != ATTNBWD_OK) {
         attnbwd_close(ctx);
         return s;
     }
@@ -526,8 +529,6 @@ attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info) {
     info->gpu_model = ctx->gpu.model;
     info->gpu_model_from = ctx->gpu_from;
     info->gpu_sm_count = ctx->gpu.sm_count;
-    snprintf(ctx->tuning_table_path, sizeof ctx->tuning_table_path, "%s%s%s", ctx->gpu.table ? "lua/" : "",
-             ctx->gpu.table ? ctx->gpu.table : "", ctx->gpu.table ? ".lua" : "");
     info->tuning_table = ctx->tuning_table_path;
     info->tuning_note = ctx->gpu.note;
     return ATTNBWD_OK;
