@@ -95,6 +95,9 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     const char *model = opt.gpu_model && *opt.gpu_model ? opt.gpu_model : getenv("ATTNBWD_GPU_MODEL");
     const char *model_from = opt.gpu_model && *opt.gpu_model ? "options.gpu_model" : "ATTNBWD_GPU_MODEL";
     if (model && !*model) model = NULL;
+    if (model && (strlen(model) >= sizeof ((gpu_choice *)0)->model || strpbrk(model, "\r\n")))
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s = \"%.60s...\": a GPU model is one line of at most %zu bytes",
+                       model_from, model, sizeof ((gpu_choice *)0)->model - 1);
     gpu_choice named;
     gpu_model_choose(model, 0, &named);
     if (named.arch[0] && opt.arch && strcmp(opt.arch, named.arch) != 0)

@@ -103,6 +103,8 @@ static void gpu_model_option(void **state) {
     assert_int_equal(attnbwd_ctx_get_info(ctx, &in), ATTNBWD_OK);
     assert_string_equal(in.tuning_table, "lua/tuning_h200.lua");
     attnbwd_close(ctx);
+    o.gpu_model = "NVIDIA H100\nlibrary 9";
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "options.gpu_model");
     /* a model of no known family: no arch of its own */
     o.gpu_model = "NVIDIA A100-SXM4-80GB";
     EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_NO_DRIVER, "none whose arch is known");
