@@ -40,8 +40,6 @@ static const shipped_table tables[] = {
 };
 #define N_TABLES (sizeof tables / sizeof tables[0])
 
-const char *gpu_model_aliases(void) { return "h100, h100-pcie, h100-nvl, h200, h200-nvl"; }
-
 static int same_ignoring_case(const char *a, const char *b) {
     for (; *a && *b; ++a, ++b)
         if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;

@@ -21,7 +21,4 @@ typedef struct gpu_choice {
  * else 0 (then a known model's count is used). */
 void gpu_model_choose(const char *name, int device_sm_count, gpu_choice *out);
 
-/* "h100, h100-pcie, ...": the aliases, for help and messages. */
-const char *gpu_model_aliases(void);
-
 #endif
