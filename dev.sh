@@ -47,8 +47,8 @@ case "${1:-main}" in
       build/attnbwd prewarm sol066_workload sol072_workload
       build/attnbwd check --time sol066_workload sol072_workload
     else
-      echo "== no GPU here: prewarming for sm_90 (the H100/H200)"
-      build/attnbwd prewarm --arch sm_90 sol066_workload sol072_workload
+      echo "== no GPU here: prewarming for the H100 and the H200 (sm_90, each with its tuning table)"
+      build/attnbwd prewarm --gpu h100,h200 sol066_workload sol072_workload
     fi
     build/attnbwd info --arch sm_90 | sed -n '/cache/p'
     ;;

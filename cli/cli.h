@@ -26,6 +26,7 @@ typedef struct cli_common {
     int no_cache;          /* --no-cache */
     int verbose;           /* number of -v */
     int quiet;             /* -q */
+    const char *gpu_model; /* options.gpu_model (prewarm --gpu, info --gpu), or NULL */
 } cli_common;
 
 typedef int (*cli_cmd_fn)(const cli_common *common, int argc, char **argv);
@@ -102,6 +103,7 @@ static inline attnbwd_status cli_open_arch(const cli_common *c, const char *arch
     if (c->no_cache)
         o.disk_cache = 0;
     o.log_level = cli_log_level(c);
+    o.gpu_model = c->gpu_model;
     *ctx = NULL;
     return attnbwd_open(&o, ctx);
 }

@@ -1,5 +1,5 @@
 /* `attnbwd info`: library, NVRTC and driver versions, the device, the target
- * arch and the disk cache. Works without a GPU: the device facts then say
+ * arch, the GPU model and the tuning table it gets, and the disk cache. Works without a GPU: the device facts then say
  * why there is none, and the cache facts come from a context opened for
  * sm_90 only to read them (the arch is reported as not detected). */
 #include <cjson/cJSON.h>
@@ -9,17 +9,22 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "gpu_args.h"
 
 void cmd_info_usage(FILE *out)
 {
     fprintf(out, "usage: attnbwd info [--json] [OPTIONS]\n\n"
                  "Prints the library, NVRTC and driver versions, the device, the arch kernels\n"
                  "are compiled for, and the disk cache: its directory, whether it is read and\n"
-                 "written, its size, number of entries and budget. Needs no GPU.\n\n"
+                 "written, its size, number of entries and budget. Needs no GPU. The GPU model the\n"
+                 "tiles are planned for (the device's, $ATTNBWD_GPU_MODEL's or --gpu's) and\n"
+                 "the tuning table it gets: with --gpu, one pair of rows per model.\n\n"
                  "options:\n"
-                 "  --json   the same facts as one JSON object (null where there is none)\n\n"
+                 "  --json   the same facts as one JSON object (null where there is none; one --gpu at most)\n"
+                 CLI_GPU_HELP "\n"
                  "example:\n"
-                 "  attnbwd info --arch sm_90 --cache-dir /tmp/attnbwd-cache\n\n");
+                 "  attnbwd info --arch sm_90 --cache-dir /tmp/attnbwd-cache\n"
+                 "  attnbwd info --gpu h100,h100-pcie,h200\n\n");
     fprintf(out, "%s", CLI_COMMON_HELP);
 }
 
@@ -55,7 +60,8 @@ static void print_arch(const cli_common *c, const attnbwd_ctx_info *in, const no
     if (nd->set)
         printf(ROW "none (not detected: no usable GPU; pass --arch sm_XX)\n", "target arch");
     else
-        printf(ROW "%s (%s)\n", "target arch", in->arch, c->arch ? "from --arch" : "from the device");
+        printf(ROW "%s (%s)\n", "target arch", in->arch,
+               c->arch ? "from --arch" : in->device_name[0] ? "from the device" : "from the GPU model");
 }
 
 static const char *cache_mode(const cli_common *c, const attnbwd_ctx_info *in)
@@ -82,6 +88,40 @@ static void print_cache(const cli_common *c, const attnbwd_ctx_info *in)
     printf(ROW "%" PRIu64 "\n", "cache entries", in->cache_entries);
 }
 
+static void print_model(const attnbwd_ctx_info *in)
+{
+    char sms[32] = "SMs unknown";
+    if (in->gpu_sm_count > 0)
+        snprintf(sms, sizeof sms, "%d SMs", in->gpu_sm_count);
+    if (in->gpu_model[0])
+        printf(ROW "%s (%s, %s)\n", "gpu model", in->gpu_model, in->gpu_model_from, sms);
+    else
+        printf(ROW "none (no device, --gpu or ATTNBWD_GPU_MODEL)\n", "gpu model");
+    printf(ROW "%s\n", "tuning table", in->tuning_note);
+}
+
+/* The rows of each further --gpu model, from a context of its own. */
+static int print_more_models(const cli_common *c, const cli_gpus *gpus)
+{
+    for (int i = 1; i < gpus->n; i++) {
+        cli_common mc = *c;
+        mc.gpu_model = gpus->names[i];
+        mc.no_cache = 1;
+        attnbwd_ctx *ctx = NULL;
+        attnbwd_ctx_info in;
+        memset(&in, 0, sizeof in);
+        attnbwd_status s = cli_open_arch(&mc, c->arch ? NULL : "sm_90", &ctx);
+        if (s == ATTNBWD_OK)
+            s = attnbwd_ctx_get_info(ctx, &in);
+        if (s == ATTNBWD_OK)
+            print_model(&in);
+        attnbwd_close(ctx);
+        if (s != ATTNBWD_OK)
+            return cli_lib_error(s);
+    }
+    return CLI_OK;
+}
+
 static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd)
 {
     attnbwd_ctx_info in;
@@ -93,6 +133,7 @@ static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd
     printf(ROW "%d.%d\n", "nvrtc", in.nvrtc_major, in.nvrtc_minor);
     print_driver(&in, nd);
     print_arch(c, &in, nd);
+    print_model(&in);
     print_cache(c, &in);
     attnbwd_cache_stats st;
     if (attnbwd_cache_get_stats(ctx, &st) == ATTNBWD_OK) {
@@ -142,6 +183,14 @@ static int print_info_json(const cli_common *c, attnbwd_ctx *ctx, const no_devic
     add_string_or_null(o, "arch_from", nd->set ? "" : c->arch ? "--arch" : "device");
     cJSON_AddNumberToObject(o, "device_ordinal", in.device);
     cJSON_AddBoolToObject(o, "deterministic", in.deterministic);
+    add_string_or_null(o, "gpu_model", in.gpu_model);
+    add_string_or_null(o, "gpu_model_from", in.gpu_model_from);
+    if (in.gpu_sm_count > 0)
+        cJSON_AddNumberToObject(o, "gpu_sm_count", in.gpu_sm_count);
+    else
+        cJSON_AddNullToObject(o, "gpu_sm_count");
+    add_string_or_null(o, "tuning_table", in.tuning_table);
+    add_string_or_null(o, "tuning_note", in.tuning_note);
     cJSON *cache = cJSON_AddObjectToObject(o, "cache");
     add_string_or_null(cache, "dir", in.cache_dir);
     cJSON_AddStringToObject(cache, "mode", cache_mode(c, &in));
@@ -187,21 +236,39 @@ static int open_for_info(const cli_common *c, attnbwd_ctx **ctx, no_device *nd)
 int cmd_info(const cli_common *common, int argc, char **argv)
 {
     int json = 0;
+    cli_gpus gpus = {0};
     for (int i = 0; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0) {
             json = 1;
             continue;
         }
+        const char *val = NULL;
+        int r = cli_opt_value("info", argc, argv, &i, "--gpu", &val);
+        if (r > 0 && cli_gpus_add(&gpus, "info", val) == CLI_OK)
+            continue;
+        cli_gpus_free(&gpus);
+        if (r != 0)
+            return CLI_USAGE;
         if (argv[i][0] == '-' && argv[i][1] != '\0')
             return cli_usage_error("info", "unknown option '%s'", argv[i]);
         return cli_usage_error("info", "unexpected argument '%s'", argv[i]);
     }
+    if (json && gpus.n > 1) {
+        cli_gpus_free(&gpus);
+        return cli_usage_error("info", "--json takes one --gpu model at most");
+    }
+    cli_common c = *common;
+    if (gpus.n)
+        c.gpu_model = gpus.names[0];
     attnbwd_ctx *ctx = NULL;
     no_device nd;
     memset(&nd, 0, sizeof nd);
-    int rc = open_for_info(common, &ctx, &nd);
+    int rc = open_for_info(&c, &ctx, &nd);
     if (rc == CLI_OK)
-        rc = json ? print_info_json(common, ctx, &nd) : print_info(common, ctx, &nd);
+        rc = json ? print_info_json(&c, ctx, &nd) : print_info(&c, ctx, &nd);
     attnbwd_close(ctx);
+    if (rc == CLI_OK && !json)
+        rc = print_more_models(&c, &gpus);
+    cli_gpus_free(&gpus);
     return rc;
 }

@@ -1,12 +1,14 @@
 /* `attnbwd prewarm`: find in the disk cache or compile the kernel of every
- * distinct shape of one or more suites, with a progress line per kernel
- * (a live line on a terminal) and a summary at the end. */
+ * distinct shape of one or more suites, for the device or for each GPU model
+ * --gpu names, with a progress line per kernel (a live line on a terminal)
+ * and a summary per model. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "gpu_args.h"
 #include "suite.h"
 
 void cmd_prewarm_usage(FILE *out)
@@ -14,13 +16,17 @@ void cmd_prewarm_usage(FILE *out)
     fprintf(out, "usage: attnbwd prewarm [OPTIONS] SUITE...\n\n"
                  "Loads every SUITE (a workload .jsonl file, a Lua suite, or the name of a\n"
                  "shipped suite such as sol066_workload), and finds in the disk cache or compiles\n"
-                 "the kernel of each distinct shape. Prints a line per kernel and a summary:\n"
-                 "  16 kernels for sm_90: 16 compiled, 0 from the disk cache, 0 failed, 6.21 s (cache: DIR)\n"
-                 "Exits 1 when any kernel failed, listing why.\n\n"
+                 "the kernel of each distinct shape, for the GPU model of the device or of each\n"
+                 "--gpu. Prints a line per kernel and a summary per model:\n"
+                 "  16 kernels for sm_90, NVIDIA H200 (lua/tuning_h200.lua): 16 compiled, 0 from the\n"
+                 "  disk cache, 0 failed, 6.21 s (cache: DIR)\n"
+                 "A cache made without a GPU for --gpu h100 holds the very kernels an H100 asks\n"
+                 "for. Exits 1 when any kernel failed, listing why.\n\n"
                  "options:\n"
-                 "  --threads N   compile with N threads (default 0: one per online core)\n\n"
+                 "  --threads N   compile with N threads (default 0: one per online core)\n"
+                 CLI_GPU_HELP "\n"
                  "example:\n"
-                 "  attnbwd prewarm --arch sm_90 sol066_workload sol072_workload\n\n");
+                 "  attnbwd prewarm --gpu h100,h200 sol066_workload sol072_workload\n\n");
     fprintf(out, "%s", CLI_COMMON_HELP);
 }
 
@@ -28,6 +34,7 @@ typedef struct prewarm_args {
     int threads;
     int n_suites;
     char **suites; /* points into argv */
+    cli_gpus gpus;
 } prewarm_args;
 
 static int parse_prewarm_args(prewarm_args *a, int argc, char **argv)
@@ -39,6 +46,13 @@ static int parse_prewarm_args(prewarm_args *a, int argc, char **argv)
         int r = dashdash ? 0 : cli_opt_value("prewarm", argc, argv, &i, "--threads", &val);
         if (r < 0)
             return CLI_USAGE;
+        if (r == 0 && !dashdash) {
+            r = cli_opt_value("prewarm", argc, argv, &i, "--gpu", &val);
+            if (r < 0 || (r > 0 && cli_gpus_add(&a->gpus, "prewarm", val) != CLI_OK))
+                return CLI_USAGE;
+            if (r > 0)
+                continue;
+        }
         if (r > 0) {
             char err[160];
             int64_t t;
@@ -160,11 +174,16 @@ static void print_summary(attnbwd_ctx *ctx, size_t n, const attnbwd_prewarm_summ
     int ok = attnbwd_ctx_get_info(ctx, &in) == ATTNBWD_OK;
     const char *arch = ok && in.arch ? in.arch : "?";
     const char *dir = ok && in.disk_cache && in.cache_dir && in.cache_dir[0] ? in.cache_dir : "off";
-    char memory[64] = "";
+    char memory[64] = "", model[256];
     if (sum->from_memory)
         snprintf(memory, sizeof memory, ", %zu already in memory", sum->from_memory);
-    printf("%zu kernels for %s: %zu compiled, %zu from the disk cache, %zu failed%s, %.*f s (cache: %s)\n",
-           n, arch, sum->compiled, sum->from_disk, sum->failed, memory, sum->seconds < 10.0 ? 2 : 1,
+    if (ok && in.gpu_model[0])
+        snprintf(model, sizeof model, "%s (%s)", in.gpu_model,
+                 in.tuning_table[0] ? in.tuning_table : "no tuning table");
+    else
+        snprintf(model, sizeof model, "no GPU model (the heuristic's tiles)");
+    printf("%zu kernels for %s, %s: %zu compiled, %zu from the disk cache, %zu failed%s, %.*f s (cache: %s)\n",
+           n, arch, model, sum->compiled, sum->from_disk, sum->failed, memory, sum->seconds < 10.0 ? 2 : 1,
            sum->seconds, dir);
     fflush(stdout);
 }
@@ -219,21 +238,56 @@ static int run_prewarm(attnbwd_ctx *ctx, const attnbwd_shape *shapes, size_t n, 
     return s == ATTNBWD_OK && failed == 0 && sum.failed == 0 ? CLI_OK : CLI_FAIL;
 }
 
+/* Which table the context's model gets, before its kernels (the summary
+ * names it again); a warning where a prewarm without a GPU names no model. */
+static void say_model(attnbwd_ctx *ctx, const cli_common *common)
+{
+    attnbwd_ctx_info in;
+    memset(&in, 0, sizeof in);
+    if (common->quiet || attnbwd_ctx_get_info(ctx, &in) != ATTNBWD_OK)
+        return;
+    if (in.gpu_model[0])
+        fprintf(stderr, "attnbwd prewarm: for %s (from %s): tuning table %s\n", in.gpu_model, in.gpu_model_from,
+                in.tuning_note);
+    else
+        fprintf(stderr, "attnbwd prewarm: no GPU model (no device, --gpu or ATTNBWD_GPU_MODEL): the heuristic's "
+                        "tiles, which a GPU with a tuning table does not ask for where it has an entry; "
+                        "--gpu h100,h200 prewarms for the shipped tables\n");
+}
+
+/* One prewarm per model (--gpu), or one for the device's. */
+static int prewarm_models(const prewarm_args *a, const attnbwd_shape *shapes, size_t n, const cli_common *common)
+{
+    int rc = CLI_OK, models = a->gpus.n ? a->gpus.n : 1;
+    for (int m = 0; m < models; m++) {
+        cli_common c = *common;
+        if (a->gpus.n)
+            c.gpu_model = a->gpus.names[m];
+        attnbwd_ctx *ctx = NULL;
+        int r = cli_open(&c, &ctx);
+        if (r == CLI_OK) {
+            say_model(ctx, &c);
+            r = run_prewarm(ctx, shapes, n, a->threads, &c);
+        }
+        attnbwd_close(ctx);
+        if (r != CLI_OK)
+            rc = r;
+    }
+    return rc;
+}
+
 int cmd_prewarm(const cli_common *common, int argc, char **argv)
 {
     prewarm_args a;
     memset(&a, 0, sizeof a);
     int rc = parse_prewarm_args(&a, argc, argv);
-    if (rc != CLI_OK)
-        return rc;
     attnbwd_shape *shapes = NULL;
     size_t n = 0;
-    if ((rc = collect_shapes(&a, &shapes, &n, common->verbose > 0)) != CLI_OK)
-        return rc;
-    attnbwd_ctx *ctx = NULL;
-    if ((rc = cli_open(common, &ctx)) == CLI_OK)
-        rc = run_prewarm(ctx, shapes, n, a.threads, common);
-    attnbwd_close(ctx);
+    if (rc == CLI_OK)
+        rc = collect_shapes(&a, &shapes, &n, common->verbose > 0);
+    if (rc == CLI_OK)
+        rc = prewarm_models(&a, shapes, n, common);
+    cli_gpus_free(&a.gpus);
     free(shapes);
     return rc;
 }

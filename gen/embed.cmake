@@ -1,5 +1,6 @@
 # Writes OUT: every lua/*.lua and templates/*.cu under ROOT as a byte array,
-# with a table from repository path to bytes (see gen_embedded in gen.h).
+# with a table from repository path to bytes (see gen_embedded in gen.h),
+# and attnbwd_scripts_hash (see gen_scripts_hash).
 file(GLOB lua_files RELATIVE ${ROOT} ${ROOT}/lua/*.lua)
 file(GLOB tpl_files RELATIVE ${ROOT} ${ROOT}/templates/*.cu)
 file(GLOB suite_files RELATIVE ${ROOT} ${ROOT}/suites/*.jsonl ${ROOT}/suites/*.lua)
@@ -17,6 +18,17 @@ foreach(f ${files})
   string(APPEND table "    {\"${f}\", file_${i}, ${n}},\n")
   math(EXPR i "${i} + 1")
 endforeach()
+# The scripts and templates (not the suites) as one SHA-256, which the disk
+# cache's keys name: a kernel found by it was rendered by these very files.
+set(sums "")
+foreach(f ${files})
+  if(f MATCHES "^(lua|templates)/")
+    file(SHA256 ${ROOT}/${f} sum)
+    string(APPEND sums "${f} ${sum}\n")
+  endif()
+endforeach()
+string(SHA256 scripts_hash "${sums}")
+string(APPEND body "const char attnbwd_scripts_hash[] = \"embedded sha256:${scripts_hash}\";\n")
 string(APPEND body "struct embedded_file { const char *path; const char *data; size_t len; };\n")
 string(APPEND body "const struct embedded_file attnbwd_embedded_files[] = {\n${table}    {0, 0, 0}\n};\n")
 file(WRITE ${OUT}.tmp "${body}")

@@ -69,18 +69,37 @@ void gen_close(gen_state *g);
  * a shape the script refuses comes back as its own status. */
 attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *arch,
                         const char *tiles_override, kernel_plan *out);
+/* The limits gen_plan holds a plan to, for one read back from elsewhere (a
+ * disk cache manifest): launch dimensions, shared memory, alignment, the
+ * compile arch (only arch + "a"), lanes and events (sets n_lanes and
+ * n_events), and names and arguments without white space. */
+attnbwd_status gen_plan_check(kernel_plan *p, const char *arch);
 void kernel_plan_free(kernel_plan *p);
 
-/* The GPU model whose tuning tables apply ("" for none) and the text of the
- * user's table (NULL for none): a plan without an override takes a matching
- * table's entry before the heuristic. deterministic: every plan adds no output
- * by float atomics (a table entry's such choices are taken out, an override's
- * refused). */
-attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning, int deterministic);
+/* The GPU model ("" for none), the text of the user's table (NULL for none;
+ * it applies where it names that model) and the Lua module of the shipped
+ * table the model gets (NULL for none): a plan without an override takes the
+ * user's entry, else the shipped one's, before the heuristic. deterministic:
+ * every plan adds no output by float atomics (a table entry's such choices
+ * are taken out, an override's refused). */
+attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning, int deterministic,
+                             const char *shipped_table);
+
+/* The tuning tables' entry for shape (*entry malloc'd), or *entry = NULL:
+ * with the shape, arch, override and scripts, all a plan depends on. */
+attnbwd_status gen_tuned(gen_state *g, const attnbwd_shape *shape, char **entry);
 
 /* The candidate tile choices the problem's script offers for a shape, each as
  * a "key=value ..." string (free each and the array with free()). */
 attnbwd_status gen_candidates(gen_state *g, const attnbwd_shape *shape, char ***tiles, size_t *n);
+
+/* What the disk cache's keys call the scripts and templates plans are made
+ * from: the build's SHA-256 of the embedded copies, or, with
+ * $ATTNBWD_LUA_DIR, an XXH3-128 of every file of that folder's lua/ and
+ * templates/ (names and bytes), read at the call. ATTNBWD_ERR_IO when the
+ * folder cannot be read. */
+#define GEN_SCRIPTS_HASH_LEN 96
+attnbwd_status gen_scripts_hash(char *out, size_t len);
 
 /* An embedded file by its repository path ("lua/render.lua"), or NULL. */
 const char *gen_embedded(const char *path, size_t *len);

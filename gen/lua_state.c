@@ -3,13 +3,20 @@
  * $ATTNBWD_LUA_DIR), and the `attnbwd` module of C functions the scripts call.
  * Every entry into Lua goes through gen_pcall, so a Lua error is a status and
  * a message with a traceback, never a crash. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+
+#ifndef XXH_INLINE_ALL
+#define XXH_INLINE_ALL
+#endif
+#include <xxhash.h>
 
 #include "error.h"
 #include "gen_internal.h"
@@ -29,6 +36,73 @@ const char *gen_embedded(const char *path, size_t *len) {
         }
     }
     return NULL;
+}
+
+extern const char attnbwd_scripts_hash[];
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Feeds sub/NAME of every regular file in dir/sub, in name order: its path,
+ * its length and its bytes. */
+static attnbwd_status hash_folder(XXH3_state_t *st, const char *dir, const char *sub) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    DIR *d = opendir(path);
+    if (!d) return err_set(ATTNBWD_ERR_IO, "ATTNBWD_LUA_DIR=%s: cannot read the folder %s", dir, path);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    attnbwd_status s = ATTNBWD_OK;
+    for (struct dirent *e; s == ATTNBWD_OK && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **grown = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *names);
+            if (!grown) s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory hashing %s", path);
+            else names = grown;
+        }
+        if (s == ATTNBWD_OK && !(names[n++] = strdup(e->d_name)))
+            s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory hashing %s", path);
+    }
+    closedir(d);
+    if (s == ATTNBWD_OK) qsort(names, n, sizeof *names, compare_names);
+    char chunk[8192];
+    for (size_t i = 0; s == ATTNBWD_OK && i < n; ++i) {
+        char file[4096 + 256];
+        snprintf(file, sizeof file, "%s/%s", path, names[i]);
+        struct stat info;
+        if (stat(file, &info) != 0 || !S_ISREG(info.st_mode)) continue;
+        FILE *f = fopen(file, "rb");
+        if (!f) {
+            s = err_set(ATTNBWD_ERR_IO, "ATTNBWD_LUA_DIR=%s: cannot read %s", dir, file);
+            break;
+        }
+        uint64_t len = (uint64_t)info.st_size;
+        XXH3_128bits_update(st, sub, strlen(sub) + 1);
+        XXH3_128bits_update(st, names[i], strlen(names[i]) + 1);
+        XXH3_128bits_update(st, &len, sizeof len);
+        for (size_t got; (got = fread(chunk, 1, sizeof chunk, f)) > 0;) XXH3_128bits_update(st, chunk, got);
+        fclose(f);
+    }
+    for (size_t i = 0; i < n; ++i) free(names[i]);
+    free(names);
+    return s;
+}
+
+attnbwd_status gen_scripts_hash(char *out, size_t len) {
+    const char *dir = getenv("ATTNBWD_LUA_DIR");
+    if (!dir || !*dir) {
+        snprintf(out, len, "%s", attnbwd_scripts_hash);
+        return ATTNBWD_OK;
+    }
+    XXH3_state_t st;
+    XXH3_128bits_reset(&st);
+    attnbwd_status s = hash_folder(&st, dir, "lua");
+    if (s == ATTNBWD_OK) s = hash_folder(&st, dir, "templates");
+    if (s != ATTNBWD_OK) return s;
+    XXH128_hash_t h = XXH3_128bits_digest(&st);
+    snprintf(out, len, "folder xxh128:%016llx%016llx", (unsigned long long)h.high64, (unsigned long long)h.low64);
+    return ATTNBWD_OK;
 }
 
 /* Reads `path` (relative to the repository root) from $ATTNBWD_LUA_DIR when it

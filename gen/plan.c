@@ -298,6 +298,50 @@ static attnbwd_status read_plan(lua_State *L, int t, const char *arch, kernel_pl
     return s == ATTNBWD_OK ? read_launches(L, t, p) : s;
 }
 
+/* A name or argument a manifest line can hold: printable, no white space. */
+static int is_token(const char *t) {
+    if (!t || !*t) return 0;
+    for (; *t; ++t)
+        if ((unsigned char)*t <= ' ' || (unsigned char)*t == 0x7f) return 0;
+    return 1;
+}
+
+static int dims_ok(const unsigned grid[3], const unsigned block[3]) {
+    for (int i = 0; i < 3; ++i)
+        if (grid[i] < 1 || grid[i] > 0x7fffffff || block[i] < 1) return 0;
+    return grid[1] <= 65535 && grid[2] <= 65535 && (uint64_t)block[0] * block[1] * block[2] <= 1024;
+}
+
+attnbwd_status gen_plan_check(kernel_plan *p, const char *arch) {
+    if (!is_token(p->name) || !p->tiles || strpbrk(p->tiles, "\r\n"))
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned a name with white space or tiles of several lines");
+    if (!dims_ok(p->grid, p->block) || p->shared_bytes > 227 * 1024 ||
+        (p->align != 4 && p->align != 8 && p->align != 16))
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() %s: grid, block, shared_bytes or align past the limits", p->name);
+    size_t n = strlen(arch);
+    if (p->compile_arch[0] && (strlen(p->compile_arch) != n + 1 || strncmp(p->compile_arch, arch, n) != 0 ||
+                               p->compile_arch[n] != 'a'))
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned compile_arch \"%s\"; only \"%sa\" may stand for %s",
+                       p->compile_arch, arch, arch);
+    if (p->unordered_outputs > 255) return err_set(ATTNBWD_ERR_LUA, "Lua: unordered_outputs past the 8 outputs");
+    if (p->n_launches < 0 || p->n_launches > MAX_LAUNCHES || (p->n_launches > 0) != (p->launches != NULL))
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() launches must be a list of 1 to %d", MAX_LAUNCHES);
+    for (int i = 0; i < p->n_launches; ++i) {
+        const plan_launch *l = &p->launches[i];
+        int ok = is_token(l->name) && dims_ok(l->grid, l->block) && l->shared_bytes <= 227 * 1024 &&
+                 l->n_args >= 0 && l->n_args <= PLAN_MAX_ARGS && l->lane >= 0 && l->lane < PLAN_MAX_LANES &&
+                 l->signal >= -1 && l->signal < PLAN_MAX_EVENTS && l->n_waits >= 0 && l->n_waits <= PLAN_MAX_WAITS &&
+                 (l->pdl == 0 || l->pdl == 1) && !(l->pdl && l->n_waits);
+        for (int a = 0; ok && a < l->n_args; ++a) ok = is_token(l->args[a]);
+        for (int w = 0; ok && w < l->n_waits; ++w) ok = l->waits[w] >= 0 && l->waits[w] < PLAN_MAX_EVENTS;
+        if (!ok) return err_set(ATTNBWD_ERR_LUA, "Lua: launch %d of plan() %s is past the limits", i + 1, p->name);
+    }
+    for (int i = 0; i < PLAN_MAX_LANES; ++i)
+        if (p->lane_priority[i] < (i == 0 ? -1 : 0) || p->lane_priority[i] > 2)
+            return err_set(ATTNBWD_ERR_LUA, "Lua: plan() lane_priority[%d] out of range", i + 1);
+    return p->n_launches ? check_events(p) : ATTNBWD_OK;
+}
+
 attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *arch,
                         const char *tiles_override, kernel_plan *out) {
     memset(out, 0, sizeof *out);
@@ -319,6 +363,7 @@ attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *ar
             s = err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s",
                         lua_tostring(L, -1) ? lua_tostring(L, -1) : "plan() refused the shape");
     }
+    if (s == ATTNBWD_OK) s = gen_plan_check(out, arch); /* what a manifest line can hold, too */
     /* The scripts take atomic sums out of a deterministic context's plans; one left is their bug. */
     if (s == ATTNBWD_OK && g->deterministic && out->unordered_outputs)
         s = err_set(ATTNBWD_ERR_LUA, "Lua: plan() sums outputs 0x%02x by float atomics in a deterministic context "
@@ -329,7 +374,25 @@ attnbwd_status gen_plan(gen_state *g, const attnbwd_shape *shape, const char *ar
     return s;
 }
 
-attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning, int deterministic) {
+attnbwd_status gen_tuned(gen_state *g, const attnbwd_shape *shape, char **entry) {
+    *entry = NULL;
+    pthread_mutex_lock(&g->mu);
+    lua_State *L = g->L;
+    int top = lua_gettop(L);
+    attnbwd_status s = gen_require(L, "plan", "tuned");
+    if (s == ATTNBWD_OK) {
+        gen_push_shape(L, shape);
+        s = gen_pcall(L, 1, 1);
+    }
+    if (s == ATTNBWD_OK && lua_type(L, -1) == LUA_TSTRING && !(*entry = strdup(lua_tostring(L, -1))))
+        s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    lua_settop(L, top);
+    pthread_mutex_unlock(&g->mu);
+    return s;
+}
+
+attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *user_tuning, int deterministic,
+                             const char *shipped_table) {
     pthread_mutex_lock(&g->mu);
     lua_State *L = g->L;
     int top = lua_gettop(L);
@@ -339,7 +402,9 @@ attnbwd_status gen_configure(gen_state *g, const char *gpu_name, const char *use
         if (user_tuning) lua_pushstring(L, user_tuning);
         else lua_pushnil(L);
         lua_pushboolean(L, deterministic);
-        s = gen_pcall(L, 3, 0);
+        if (shipped_table) lua_pushstring(L, shipped_table);
+        else lua_pushnil(L);
+        s = gen_pcall(L, 4, 0);
     }
     if (s == ATTNBWD_OK) g->deterministic = deterministic;
     lua_settop(L, top);

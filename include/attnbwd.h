@@ -87,6 +87,13 @@ typedef struct attnbwd_options {
                                explicit tiles with them refused). $ATTNBWD_DETERMINISTIC=1 also sets it */
     uint64_t cache_max_bytes; /* the disk cache's size budget: past it the least recently used entries go.
                                  0 (default): $ATTNBWD_CACHE_MAX_BYTES, else ATTNBWD_CACHE_DEFAULT_MAX_BYTES */
+    const char *gpu_model;  /* NULL: $ATTNBWD_GPU_MODEL, else the device's. The GPU the kernels are for, by the
+                               name its driver reports ("NVIDIA H100 80GB HBM3") or a short one (h100, h100-pcie,
+                               h100-nvl, h200, h200-nvl): its tuning table picks the tiles and, without arch, its
+                               arch (sm_90) the target, so kernels made on another machine are the ones that GPU
+                               looks up. A table goes to its family's models of the SM count it was measured
+                               with (README.md, "GPU models and
+                               tuning tables"); attnbwd_ctx_info says which one a context has */
 } attnbwd_options;
 
 /* 1 GiB, as the CUDA driver's own JIT cache. */
@@ -301,6 +308,11 @@ typedef struct attnbwd_ctx_info {
     uint64_t cache_entries;
     int device;                 /* the CUDA ordinal kernels launch on (options.device) */
     int deterministic;          /* options.deterministic, or $ATTNBWD_DETERMINISTIC */
+    const char *gpu_model;      /* the model the tiles are planned for ("" when none) */
+    const char *gpu_model_from; /* "the device", "options.gpu_model", "ATTNBWD_GPU_MODEL" or "none" */
+    int gpu_sm_count;           /* its SMs (the device's, or the known model's) */
+    const char *tuning_table;   /* the shipped table it gets, "lua/tuning_h100.lua", or "" for the heuristic */
+    const char *tuning_note;    /* which table and why, in words */
 } attnbwd_ctx_info;
 
 ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info);

@@ -1,6 +1,8 @@
 -- The entry point of code generation: shape -> tile choices -> kernel.
--- C calls plan(shape, arch, override) once per kernel it builds. Adding a
--- problem means one script beside this one and one line in `problems`.
+-- C calls tuned(shape) for each kernel it builds (the disk cache's key names
+-- the entry), and plan(shape, arch, override) where the disk cache does not
+-- hold the kernel. Adding a problem means one script beside this one and one
+-- line in `problems`.
 local render = require "render"
 
 local problems = {
@@ -11,8 +13,10 @@ local problems = {
 local M = {}
 
 -- Tuning tables: { gpu = "NVIDIA H200", entries = { [key] = "tiles" } }. The
--- user's (the cache folder's tuning.lua) wins over the shipped ones (the
--- H200's, the H100's); a table applies only on the GPU model it was measured on.
+-- user's (the cache folder's tuning.lua) applies on the GPU model it names
+-- and wins over the shipped one; which shipped table (lua/tuning_h200.lua,
+-- lua/tuning_h100.lua) a model gets, if any, the library decides by its
+-- family and SM count (runtime/gpu_model.c).
 local tuning = { gpu = "", tables = {} }
 -- A deterministic context (options.deterministic): no output summed by float
 -- atomics. A problem's `deterministic(tiles, named)` takes such choices out of
@@ -20,17 +24,18 @@ local tuning = { gpu = "", tables = {} }
 -- caller's override named them (named: its pairs).
 local deterministic = false
 
-function M.configure(gpu, user_text, det)
+-- gpu: the model name; user_text: the user's table or nil; det: deterministic;
+-- shipped: the module of the shipped table for this model, or nil.
+function M.configure(gpu, user_text, det, shipped)
   deterministic = det and true or false
   tuning.gpu = gpu or ""
   tuning.tables = {}
   if user_text then
     local chunk = load(user_text, "=cache tuning.lua", "t", {})
     local ok, t = pcall(chunk or error)
-    if ok and type(t) == "table" then tuning.tables[#tuning.tables + 1] = t end
+    if ok and type(t) == "table" and t.gpu == tuning.gpu then tuning.tables[#tuning.tables + 1] = t end
   end
-  tuning.tables[#tuning.tables + 1] = require "tuning_h200"
-  tuning.tables[#tuning.tables + 1] = require "tuning_h100"
+  if shipped then tuning.tables[#tuning.tables + 1] = require(shipped) end
 end
 
 -- Problem 2's keys name the precision too: tiles tuned for one precision
@@ -42,14 +47,16 @@ function M.tuning_key(shape)
   return key
 end
 
-local function tuned(shape)
+-- The tuning tables' entry for a shape on this context's GPU model, or nil.
+-- With the shape, the arch and the scripts, it is all a plan without an
+-- override depends on: the disk cache keys kernels by it.
+function M.tuned(shape)
   local key = M.tuning_key(shape)
   for _, t in ipairs(tuning.tables) do
-    if t.gpu == tuning.gpu and type(t.entries) == "table" and type(t.entries[key]) == "string" then
-      return t.entries[key]
-    end
+    if type(t.entries) == "table" and type(t.entries[key]) == "string" then return t.entries[key] end
   end
 end
+local tuned = M.tuned
 
 local function problem_module(shape)
   local name = problems[shape.problem]
@@ -102,9 +109,12 @@ end
 function M.plan(shape, arch, override)
   local tiles, why = M.tiles(shape, override, arch)
   if not tiles then return nil, why end
-  local k, refused = problem_module(shape).plan(shape, tiles, arch)
-  if not k then return nil, "tiles " .. render.tiles_string(tiles) .. ": " .. refused end
-  k.tiles = render.tiles_string(tiles)
+  local text = render.tiles_string(tiles)
+  -- Planned from the string itself, so that the kernel is a function of what
+  -- the disk cache's manifest records, not of the table behind it.
+  local k, refused = problem_module(shape).plan(shape, render.parse_tiles(text), arch)
+  if not k then return nil, "tiles " .. text .. ": " .. refused end
+  k.tiles = text
   return k
 end
 

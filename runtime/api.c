@@ -3,14 +3,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cache_tools.h"
 #include "error.h"
 #include "internal.h"
+#include "manifest.h"
 #include "nvrtc_compile.h"
 
-#define CACHE_FORMAT 1
 #define LOCK_TIMEOUT_MS 120000 /* a compile takes seconds; past this, compile anyway */
 
 double now_seconds(void) {
@@ -50,15 +51,30 @@ static char *read_user_tuning(const attnbwd_ctx *ctx) {
     return text;
 }
 
-/* The GPU model the tuning tables are matched against: the device's, or
- * $ATTNBWD_GPU_MODEL when compiling for another machine (prewarm for sm_90
- * on a build host gets the same kernels as the H200 will ask for). */
+/* The GPU model the tiles are planned for: options.gpu_model, else
+ * $ATTNBWD_GPU_MODEL (both for compiling on another machine than the one the
+ * kernels will run on), else the device's. Its SM count is the device's when
+ * the model is the device's, else the known model's. */
+static void choose_gpu_model(attnbwd_ctx *ctx, const char *given, const char *given_from) {
+    int is_device = ctx->have_device && (!given || !strcasecmp(given, ctx->dev.name));
+    if (!given && ctx->have_device) given = ctx->dev.name;
+    gpu_model_choose(given, is_device ? ctx->dev.sm_count : 0, &ctx->gpu);
+    if (is_device) ctx->gpu_from = "the device";
+    else ctx->gpu_from = given ? given_from : "none";
+    if (ctx->gpu.table)
+        snprintf(ctx->tuning_table_path, sizeof ctx->tuning_table_path, "lua/%s.lua", ctx->gpu.table);
+    /* A name someone typed that matches no model is likely a typo: say so. A device of
+     * another family is just a GPU the tables were not measured on. */
+    int level = ctx->gpu.unknown && !is_device ? ATTNBWD_LOG_WARN : ATTNBWD_LOG_INFO;
+    char sms[32] = "SMs unknown";
+    if (ctx->gpu.sm_count > 0) snprintf(sms, sizeof sms, "%d SMs", ctx->gpu.sm_count);
+    log_line(&ctx->log, level, "GPU model %s%s%s (from %s, %s): tuning table %s", given ? "\"" : "",
+             given ? ctx->gpu.model : "none", given ? "\"" : "", ctx->gpu_from, sms, ctx->gpu.note);
+}
+
 static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
-    const char *model = getenv("ATTNBWD_GPU_MODEL");
-    if (!model || !*model) model = ctx->have_device ? ctx->dev.name : "";
-    snprintf(ctx->gpu_model, sizeof ctx->gpu_model, "%s", model);
     char *user = read_user_tuning(ctx);
-    attnbwd_status s = gen_configure(ctx->gen, model, user, ctx->deterministic);
+    attnbwd_status s = gen_configure(ctx->gen, ctx->gpu.model, user, ctx->deterministic, ctx->gpu.table);
     free(user);
     return s;
 }
@@ -76,6 +92,21 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     if (opt.device < ATTNBWD_DEVICE_CURRENT)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "options.device = %d: must be an ordinal (>= 0) or ATTNBWD_DEVICE_CURRENT (-1)", opt.device);
+    /* A model named for another machine brings its arch, the one its device reports. */
+    const char *model = opt.gpu_model && *opt.gpu_model ? opt.gpu_model : getenv("ATTNBWD_GPU_MODEL");
+    const char *model_from = opt.gpu_model && *opt.gpu_model ? "options.gpu_model" : "ATTNBWD_GPU_MODEL";
+    if (model && !*model) model = NULL;
+    if (model && (strlen(model) >= sizeof ((gpu_choice *)0)->model || strpbrk(model, "\r\n")))
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s = \"%.60s...\": a GPU model is one line of at most %zu bytes",
+                       model_from, model, sizeof ((gpu_choice *)0)->model - 1);
+    gpu_choice named;
+    gpu_model_choose(model, 0, &named);
+    if (named.arch[0] && opt.arch && strcmp(opt.arch, named.arch) != 0)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
+                       "options.arch = \"%s\" but the GPU model \"%s\" (%s) reports %s, the arch its kernels are "
+                       "found under (they ask for %sa themselves where they need it): leave the arch out or give %s",
+                       opt.arch, named.model, model_from, named.arch, named.arch, named.arch);
+    if (named.arch[0]) opt.arch = named.arch;
     if (opt.device == ATTNBWD_DEVICE_CURRENT) opt.device = drv_current_device();
     if (opt.log_level < ATTNBWD_LOG_QUIET || opt.log_level > ATTNBWD_LOG_DEBUG)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.log_level = %d: must be 0..3", opt.log_level);
@@ -115,17 +146,25 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
             char why[sizeof ctx->driver_error];
             memcpy(why, ctx->driver_error, sizeof why);
             attnbwd_close(ctx);
+            if (model)
+                return err_set(s, "%s (the GPU model \"%s\" is none whose arch is known: set options.arch, e.g. "
+                                  "\"sm_90\")", why, model);
             return err_set(s, "%s (to generate and compile without a GPU, set options.arch, e.g. \"sm_90\")", why);
         }
     }
     if (opt.arch) snprintf(ctx->arch, sizeof ctx->arch, "%s", opt.arch);
 
-    if ((s = gen_open(&ctx->gen)) != ATTNBWD_OK) {
+    if ((s = gen_open(&ctx->gen)) != ATTNBWD_OK ||
+        (s = gen_scripts_hash(ctx->scripts_hash, sizeof ctx->scripts_hash)) != ATTNBWD_OK) {
         attnbwd_close(ctx);
         return s;
     }
+    choose_gpu_model(ctx, model, model_from);
     cache_open(&ctx->cache, opt.cache_dir, opt.disk_cache, &ctx->log);
     if (opt.cache_max_bytes) ctx->cache.max_bytes = opt.cache_max_bytes;
+    /* Every disk hit planned and rendered again, and compared with the entry's manifest. */
+    const char *verify = getenv("ATTNBWD_CACHE_VERIFY");
+    ctx->verify_hits = verify && !strcmp(verify, "1");
     if ((s = configure_tuning(ctx)) != ATTNBWD_OK) {
         attnbwd_close(ctx);
         return s;
@@ -230,49 +269,6 @@ attnbwd_status shape_validate(const attnbwd_shape *s) {
     return ATTNBWD_OK;
 }
 
-/* The readable text whose hash is the cache key: everything that changes
- * the cubin, and nothing machine-specific such as paths. */
-/* The launches of a multi-kernel plan as manifest lines ("" for none). */
-static char *launches_text(const kernel_plan *p) {
-    size_t cap = 1, used = 0;
-    for (int i = 0; i < p->n_launches; ++i) {
-        cap += strlen(p->launches[i].name) + 128;
-        for (int a = 0; a < p->launches[i].n_args; ++a) cap += strlen(p->launches[i].args[a]) + 1;
-    }
-    char *t = malloc(cap);
-    if (!t) return NULL;
-    t[0] = '\0';
-    for (int i = 0; i < p->n_launches; ++i) {
-        const plan_launch *l = &p->launches[i];
-        used += (size_t)snprintf(t + used, cap - used, "launch %s grid %u %u %u block %u %u %u shared %u args", l->name,
-                                 l->grid[0], l->grid[1], l->grid[2], l->block[0], l->block[1], l->block[2],
-                                 l->shared_bytes);
-        for (int a = 0; a < l->n_args; ++a) used += (size_t)snprintf(t + used, cap - used, " %s", l->args[a]);
-        used += (size_t)snprintf(t + used, cap - used, "\n");
-    }
-    return t;
-}
-
-static char *make_manifest(const attnbwd_ctx *ctx, const kernel_plan *p, const char *options) {
-    int maj, min;
-    nvrtc_version(&maj, &min);
-    char *launches = launches_text(p);
-    if (!launches) return NULL;
-    const char *fmt = "attnbwd-cache-manifest %d\nlibrary %s\nnvrtc %d.%d\noptions %s\narch %s\n"
-                      "kernel %s\ntiles %s\ngrid %u %u %u\nblock %u %u %u\nshared %u\nworkspace %zu\n%s"
-                      "source\n%s";
-    int n = snprintf(NULL, 0, fmt, CACHE_FORMAT, ATTNBWD_VERSION_STRING, maj, min, options, ctx->arch, p->name,
-                     p->tiles, p->grid[0], p->grid[1], p->grid[2], p->block[0], p->block[1], p->block[2],
-                     p->shared_bytes, p->workspace_bytes, launches, p->source);
-    char *m = malloc((size_t)n + 1);
-    if (m)
-        snprintf(m, (size_t)n + 1, fmt, CACHE_FORMAT, ATTNBWD_VERSION_STRING, maj, min, options, ctx->arch, p->name,
-                 p->tiles, p->grid[0], p->grid[1], p->grid[2], p->block[0], p->block[1], p->block[2],
-                 p->shared_bytes, p->workspace_bytes, launches, p->source);
-    free(launches);
-    return m;
-}
-
 /* A ptxas performance warning of a module that compiled, as a warning of
  * ours (the line names the function). */
 static void warn_performance(const char *line, int len, void *user) {
@@ -280,19 +276,69 @@ static void warn_performance(const char *line, int len, void *user) {
     log_line(&ctx->log, ATTNBWD_LOG_WARN, "ptxas: %.*s", len, line);
 }
 
-/* Finds the cubin in the disk cache or compiles it, under the per-key lock
- * so that two processes missing the same key compile it once. */
-static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *manifest,
-                                      const char *options) {
-    size_t mlen = strlen(manifest);
-    if (cache_get(&ctx->cache, k->key, manifest, mlen, &k->cubin, &k->cubin_len)) {
-        k->origin = ATTNBWD_FROM_DISK;
-        return ATTNBWD_OK;
+/* A disk hit found by the manifest's head alone: the plan comes from the
+ * entry, no Lua planning or rendering. 1 on a hit, 0 on a miss, -1 for an
+ * entry whose plan does not read back (reported; the compile replaces it). */
+static int disk_hit(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, size_t head_len) {
+    char *stored = NULL;
+    size_t stored_len;
+    if (!cache_get_head(&ctx->cache, k->key, head, head_len, &stored, &stored_len, &k->cubin, &k->cubin_len))
+        return 0;
+    attnbwd_status s = manifest_plan(stored, head_len, ctx->arch, &k->plan);
+    if (s == ATTNBWD_OK && ctx->deterministic && k->plan.unordered_outputs)
+        s = err_set(ATTNBWD_ERR_CACHE, "its plan sums outputs 0x%02x by float atomics in a deterministic context",
+                    k->plan.unordered_outputs);
+    free(stored);
+    if (s != ATTNBWD_OK) {
+        log_line(&ctx->log, ATTNBWD_LOG_WARN, "disk cache entry %s not used: %s; compiling it again", k->key,
+                 attnbwd_last_error());
+        free(k->cubin);
+        k->cubin = NULL;
+        k->cubin_len = 0;
+        return -1;
     }
+    snprintf(k->arch, sizeof k->arch, "%s", k->plan.compile_arch[0] ? k->plan.compile_arch : ctx->arch);
+    k->origin = ATTNBWD_FROM_DISK;
+    return 1;
+}
+
+/* The cubin of a rendered plan from an entry of its head that agrees with
+ * its whole manifest (another process compiled it meanwhile, or
+ * ATTNBWD_CACHE_VERIFY asked to compare): 1, 0 for none, -1 for one that
+ * disagrees (reported; the compile replaces it). */
+static int matching_entry(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, size_t head_len,
+                          const char *manifest) {
+    char *stored = NULL;
+    size_t stored_len;
+    if (!cache_get_head(&ctx->cache, k->key, head, head_len, &stored, &stored_len, &k->cubin, &k->cubin_len))
+        return 0;
+    const char *a = manifest_body(stored, head_len), *b = manifest_body(manifest, head_len);
+    int same = a && b && strcmp(a, b) == 0;
+    free(stored);
+    if (!same) {
+        log_line(&ctx->log, ATTNBWD_LOG_WARN,
+                 "disk cache entry %s holds another plan or source than its scripts render now: compiling it again",
+                 k->key);
+        free(k->cubin);
+        k->cubin = NULL;
+        k->cubin_len = 0;
+        return -1;
+    }
+    k->origin = ATTNBWD_FROM_DISK;
+    return 1;
+}
+
+/* Finds the cubin of a rendered plan in the disk cache or compiles it, under
+ * the per-key lock so that two processes missing the same key compile it
+ * once. found: -1 when the entry there is known not to do, else 0. */
+static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, const char *manifest,
+                                      const char *options, int found) {
+    size_t head_len = strlen(head);
+    if (found == 0) found = matching_entry(ctx, k, head, head_len, manifest);
+    if (found > 0) return ATTNBWD_OK;
     int lock = cache_lock(&ctx->cache, k->key, LOCK_TIMEOUT_MS);
-    if (lock >= 0 && cache_get(&ctx->cache, k->key, manifest, mlen, &k->cubin, &k->cubin_len)) {
+    if (lock >= 0 && found == 0 && matching_entry(ctx, k, head, head_len, manifest) > 0) {
         cache_unlock(lock); /* another process compiled it while we waited */
-        k->origin = ATTNBWD_FROM_DISK;
         return ATTNBWD_OK;
     }
     nvrtc_result r;
@@ -304,7 +350,7 @@ static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const
         k->cubin_len = r.cubin_len;
         r.cubin = NULL;
         k->origin = ATTNBWD_FROM_COMPILE;
-        cache_put(&ctx->cache, k->key, manifest, mlen, k->cubin, k->cubin_len);
+        cache_put(&ctx->cache, k->key, manifest, strlen(manifest), k->cubin, k->cubin_len);
     }
     dump_kernel(ctx, k, options, r.log, manifest);
     if (lock >= 0) cache_unlock(lock);
@@ -312,6 +358,26 @@ static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const
     return s;
 }
 
+/* Plans and renders the kernel, then finds or compiles its cubin (found as
+ * find_or_compile's). */
+static attnbwd_status plan_and_build(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, int found) {
+    attnbwd_status s = gen_plan(ctx->gen, &k->shape, ctx->arch, k->override, &k->plan);
+    if (s != ATTNBWD_OK) return s;
+    /* The plan may ask for the arch-specific target (sm_90a for wgmma); the
+     * options, and so the manifest, say which. */
+    snprintf(k->arch, sizeof k->arch, "%s", k->plan.compile_arch[0] ? k->plan.compile_arch : ctx->arch);
+    char options[512];
+    nvrtc_options_string(k->arch, options, sizeof options);
+    char *manifest = manifest_full(head, ctx->gpu.model, ctx->gpu.table, &k->plan, options);
+    if (!manifest) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    s = find_or_compile(ctx, k, head, manifest, options, found);
+    free(manifest);
+    return s;
+}
+
+/* The kernel of (shape, override): found in the disk cache by the inputs of
+ * its plan (manifest.h) without running the plan, else planned, rendered and
+ * compiled. */
 static attnbwd_status build_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape, const char *override,
                                    attnbwd_kernel **out) {
     double t0 = now_seconds();
@@ -321,22 +387,21 @@ static attnbwd_status build_kernel(attnbwd_ctx *ctx, const attnbwd_shape *shape,
     k->shape = *shape;
     pthread_mutex_init(&k->load_mu, NULL);
     pthread_mutex_init(&k->launch_mu, NULL);
-    char *manifest = NULL;
-    char options[512];
+    char *tuned = NULL, *head = NULL;
     attnbwd_status s = ATTNBWD_OK;
     if (override && !(k->override = strdup(override))) s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
-    if (s == ATTNBWD_OK) s = gen_plan(ctx->gen, shape, ctx->arch, override, &k->plan);
-    /* The plan may ask for the arch-specific target (sm_90a for wgmma); the
-     * options, and so the manifest and cache key, say which. */
-    snprintf(k->arch, sizeof k->arch, "%s", k->plan.compile_arch[0] ? k->plan.compile_arch : ctx->arch);
-    nvrtc_options_string(k->arch, options, sizeof options);
-    if (s == ATTNBWD_OK && !(manifest = make_manifest(ctx, &k->plan, options)))
-        s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    if (s == ATTNBWD_OK && !override) s = gen_tuned(ctx->gen, shape, &tuned);
     if (s == ATTNBWD_OK) {
-        cache_key(manifest, strlen(manifest), k->key);
-        s = find_or_compile(ctx, k, manifest, options);
+        manifest_inputs in = {ctx->scripts_hash, ctx->arch, shape, ctx->deterministic, override, tuned};
+        if (!(head = manifest_head(&in))) s = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
     }
-    free(manifest);
+    if (s == ATTNBWD_OK) {
+        cache_key(head, strlen(head), k->key);
+        int found = ctx->verify_hits ? 0 : disk_hit(ctx, k, head, strlen(head));
+        if (found <= 0) s = plan_and_build(ctx, k, head, found);
+    }
+    free(tuned);
+    free(head);
     if (s != ATTNBWD_OK) {
         kernel_free(k);
         return err_wrap(s, "shape B=%lld H=%lld T=%lld dropout=%d", (long long)shape->batch, (long long)shape->heads,
@@ -473,6 +538,11 @@ attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info) {
     cache_usage(&ctx->cache, &info->cache_bytes, &info->cache_entries);
     info->device = ctx->device_ordinal;
     info->deterministic = ctx->deterministic;
+    info->gpu_model = ctx->gpu.model;
+    info->gpu_model_from = ctx->gpu_from;
+    info->gpu_sm_count = ctx->gpu.sm_count;
+    info->tuning_table = ctx->tuning_table_path;
+    info->tuning_note = ctx->gpu.note;
     return ATTNBWD_OK;
 }
 

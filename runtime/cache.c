@@ -305,8 +305,11 @@ static const char *check_header(const unsigned char *h, uint64_t file_size, uint
     return NULL;
 }
 
-int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
-              void **payload, size_t *payload_len) {
+/* cache_get and cache_get_head: want must be the whole stored manifest, or
+ * with head_only its beginning; *stored (when asked for) gets the whole. */
+static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
+                      int head_only, char **stored_out, size_t *stored_len, void **payload,
+                      size_t *payload_len) {
     *payload = NULL;
     *payload_len = 0;
     if (!c || !c->dir || !valid_key(key_hex)) return 0;
@@ -350,7 +353,8 @@ int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t m
         why = "checksum mismatch";
         goto done;
     }
-    if (mlen != manifest_len || memcmp(stored, manifest, mlen) != 0) {
+    if (head_only ? mlen < manifest_len || memcmp(stored, manifest, manifest_len) != 0
+                  : mlen != manifest_len || memcmp(stored, manifest, mlen) != 0) {
         /* The entry is sound but belongs to another manifest with the same
          * 128-bit hash: keep it and go without the cache for this kernel. */
         log_line(c->log, ATTNBWD_LOG_WARN,
@@ -361,6 +365,12 @@ int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t m
     *payload = data;
     *payload_len = (size_t)plen;
     data = NULL;
+    if (stored_out) {
+        stored[mlen] = '\0';
+        *stored_out = (char *)stored;
+        *stored_len = mlen;
+        stored = NULL;
+    }
     hit = 1;
     cache_budget_touch(c, fd, st.st_mtime);
 done:
@@ -370,6 +380,18 @@ done:
     free(data);
     free(path);
     return hit;
+}
+
+int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
+              void **payload, size_t *payload_len) {
+    return read_entry(c, key_hex, manifest, manifest_len, 0, NULL, NULL, payload, payload_len);
+}
+
+int cache_get_head(disk_cache *c, const char *key_hex, const char *head, size_t head_len, char **manifest,
+                   size_t *manifest_len, void **payload, size_t *payload_len) {
+    *manifest = NULL;
+    *manifest_len = 0;
+    return read_entry(c, key_hex, head, head_len, 1, manifest, manifest_len, payload, payload_len);
 }
 
 /* ---- writing ------------------------------------------------------------- */

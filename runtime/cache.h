@@ -1,10 +1,12 @@
 /* The disk cache of compiled kernels.
  *
  * One file per entry, <dir>/<key>.atbc, key = 32 hex digits of XXH3-128 of
- * the manifest. The manifest is readable text naming everything that changes
- * the cubin (format and library version, NVRTC version, options, arch, tile
- * choices, the full source); it is stored in the entry and compared byte for
- * byte on read, so even a hash collision cannot return a wrong kernel.
+ * the manifest's head. The manifest is readable text (runtime/manifest.h):
+ * its head names everything the kernel is a function of (format, library,
+ * Lua and NVRTC versions, the scripts' hash, options, arch, shape, tile
+ * inputs), the rest the plan and the full source; it is stored in the entry
+ * and its head compared byte for byte on read, so even a hash collision
+ * cannot return a wrong kernel.
  *
  * File layout (little-endian):
  *   "ATBWDC\r\n" magic (8) | u32 format | u32 manifest_len | u64 payload_len
@@ -52,6 +54,12 @@ void cache_key(const char *manifest, size_t len, char key_hex[CACHE_KEY_HEX + 1]
  * (a bad entry is moved aside, logged and counts as a miss). Never fails. */
 int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
               void **payload, size_t *payload_len);
+
+/* As cache_get, but a hit needs the stored manifest only to begin with head
+ * (the part the key is the hash of); the whole comes back in *manifest
+ * (malloc'd, NUL-terminated) for the caller to read the rest of. */
+int cache_get_head(disk_cache *c, const char *key_hex, const char *head, size_t head_len, char **manifest,
+                   size_t *manifest_len, void **payload, size_t *payload_len);
 
 /* Store atomically; a failure (read-only, disk full) is logged once and
  * ignored: the kernel still works from memory. Returns 1 when written. */

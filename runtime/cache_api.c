@@ -22,7 +22,7 @@ void cache_note_compiled(attnbwd_ctx *ctx, const attnbwd_kernel *k) {
     memset(&info, 0, sizeof info);
     info.has_shape = 1;
     info.shape = k->shape;
-    snprintf(info.gpu_model, sizeof info.gpu_model, "%s", ctx->gpu_model);
+    snprintf(info.gpu_model, sizeof info.gpu_model, "%s", ctx->gpu.model);
     /* Only beside an entry that was written (not one over the budget, or on a full disk). */
     char path[4200];
     struct stat st;

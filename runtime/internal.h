@@ -10,6 +10,7 @@
 #include "cache.h"
 #include "driver.h"
 #include "gen.h"
+#include "gpu_model.h"
 #include "log.h"
 
 struct attnbwd_kernel {
@@ -80,7 +81,11 @@ struct attnbwd_ctx {
     int graphs;              /* $ATTNBWD_GRAPHS != 0 (the default): repeated calls replay a CUDA graph */
     int pointer_checks;      /* $ATTNBWD_POINTER_CHECKS != 0 (the default): pointers_check asks the driver */
     int deterministic;       /* options.deterministic or $ATTNBWD_DETERMINISTIC: no output summed by atomics */
-    char gpu_model[256];     /* the model the tuning tables are matched for ("" none) */
+    gpu_choice gpu;          /* the GPU model the tiles are for, and its shipped tuning table */
+    const char *gpu_from;    /* where the model came from: "the device", "options.gpu_model", ... */
+    char tuning_table_path[64]; /* "lua/<table>.lua" for attnbwd_ctx_info */
+    char scripts_hash[GEN_SCRIPTS_HASH_LEN]; /* the disk cache keys' name for the scripts (gen_scripts_hash) */
+    int verify_hits;         /* $ATTNBWD_CACHE_VERIFY=1: a disk hit renders again and compares */
 };
 
 /* kernel_table.c */

@@ -24,6 +24,7 @@ int main(void) {
     FIELD(attnbwd_options, log_user);
     FIELD(attnbwd_options, deterministic);
     FIELD(attnbwd_options, cache_max_bytes);
+    FIELD(attnbwd_options, gpu_model);
 
     STRUCT(attnbwd_shape);
     FIELD(attnbwd_shape, problem);

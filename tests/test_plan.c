@@ -1417,12 +1417,13 @@ static int differ_only_in(const char *a, const char *b, const char *const *keys,
 static void deterministic_plans(void **state) {
     (void)state;
     static const char *const gpus[] = {"NVIDIA H200", "NVIDIA H100 80GB HBM3"};
+    static const char *const modules[] = {"tuning_h200", "tuning_h100"};
     static const char *const atomic_keys[] = {"gs_store", "gq_red", "splitk_red"};
     int took_out = 0;
     for (size_t gi = 0; gi < 2; ++gi) {
         gen_state *loose = open_gen(), *strict = open_gen();
-        assert_int_equal(gen_configure(loose, gpus[gi], NULL, 0), ATTNBWD_OK);
-        assert_int_equal(gen_configure(strict, gpus[gi], NULL, 1), ATTNBWD_OK);
+        assert_int_equal(gen_configure(loose, gpus[gi], NULL, 0, modules[gi]), ATTNBWD_OK);
+        assert_int_equal(gen_configure(strict, gpus[gi], NULL, 1, modules[gi]), ATTNBWD_OK);
         for (size_t i = 0; i < sizeof sol072 / sizeof sol072[0]; ++i) {
             attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, sol072[i][0], 16, sol072[i][1], 1, 0};
             kernel_plan a, b;
@@ -1442,7 +1443,7 @@ static void deterministic_plans(void **state) {
     assert_true(took_out >= 8); /* the tables' gq_red and splitk_red entries, on both GPUs */
 
     gen_state *g = open_gen();
-    assert_int_equal(gen_configure(g, "", NULL, 1), ATTNBWD_OK);
+    assert_int_equal(gen_configure(g, "", NULL, 1, NULL), ATTNBWD_OK);
     attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, 1, 16, 853, 1, 0};
     kernel_plan p;
     const char *refused[] = {"splitk_red=1", "gq_red=2", "gs_store=0 bj=32"};

@@ -65,6 +65,7 @@ class Options(ctypes.Structure):
         ("log_user", ctypes.c_void_p),
         ("deterministic", ctypes.c_int),
         ("cache_max_bytes", ctypes.c_uint64),
+        ("gpu_model", ctypes.c_char_p),
     ]
 
 

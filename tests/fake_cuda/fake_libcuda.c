@@ -3,8 +3,9 @@
  * (a cubin that is no ELF image, a function the image does not name, more
  * shared memory than the function was allowed, grid and block limits, tensor
  * maps the TMA cannot use, fewer parameters than the kernel takes), and
- * recording launches, captures and pointer queries for the tests. Devices: "NVIDIA H200" by default, as many as
- * "device_count" says. */
+ * recording launches, captures and pointer queries for the tests. Devices: "NVIDIA H200" with 132 SMs by
+ * default ($FAKE_CUDA_DEVICE_NAME and $FAKE_CUDA_SM_COUNT, read at cuInit, name another, so that a process
+ * such as the attnbwd tool sees the GPU a test chooses), as many as "device_count" says. */
 #define _GNU_SOURCE /* memmem */
 #include <pthread.h>
 #include <stdint.h>
@@ -126,7 +127,16 @@ void fake_cuda_set(const char *what, long value) {
 
 /* ---- the driver ---- */
 
-CUresult CUDAAPI cuInit(unsigned flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+static char device_name[256] = "NVIDIA H200";
+
+CUresult CUDAAPI cuInit(unsigned flags) {
+    const char *name = getenv("FAKE_CUDA_DEVICE_NAME"), *sms = getenv("FAKE_CUDA_SM_COUNT");
+    pthread_mutex_lock(&mu);
+    if (name && *name) snprintf(device_name, sizeof device_name, "%s", name);
+    if (sms && atol(sms) > 0) props.sm_count = atol(sms);
+    pthread_mutex_unlock(&mu);
+    return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 
 CUresult CUDAAPI cuDriverGetVersion(int *v) {
     *v = 13000;
@@ -164,7 +174,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *d, int ordinal) {
 }
 
 CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice d) {
-    snprintf(name, (size_t)len, "NVIDIA H200");
+    snprintf(name, (size_t)len, "%s", device_name);
     return d >= 0 && d < props.device_count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
