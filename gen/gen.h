@@ -85,4 +85,20 @@ attnbwd_status gen_candidates(gen_state *g, const attnbwd_shape *shape, char ***
 /* An embedded file by its repository path ("lua/render.lua"), or NULL. */
 const char *gen_embedded(const char *path, size_t *len);
 
+/* Lua chunks that are data (suites, tuning tables) run in a state of their
+ * own with gen_open_data_libs: base, string, table and math, no file access
+ * (no dofile, loadfile, io, os or require) and text chunks only (load refuses
+ * binary chunks, string.dump is gone; every state of the library loads text
+ * only, since Lua does not verify bytecode). */
+struct lua_State;
+void gen_open_data_libs(struct lua_State *L);
+
+/* Loads text as a text chunk named chunkname ("@path" so messages read
+ * path:line) and runs it under a budget of about `budget` Lua instructions,
+ * leaving its one result on the stack. Errors (syntax, run time, over the
+ * budget) are ATTNBWD_ERR_LUA "<what>: <Lua's message>" and leave nothing. */
+#define GEN_DATA_BUDGET 10000000LL /* a few tenths of a second; a table takes a few instructions an entry */
+attnbwd_status gen_run_data(struct lua_State *L, const char *text, size_t len, const char *chunkname,
+                            long long budget, const char *what);
+
 #endif
