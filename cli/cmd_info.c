@@ -13,8 +13,9 @@ void cmd_info_usage(FILE *out)
 {
     fprintf(out, "usage: attnbwd info [OPTIONS]\n\n"
                  "Prints the library, NVRTC and driver versions, the device, the arch kernels\n"
-                 "are compiled for, and the disk cache: its directory, whether it is read and\n"
-                 "written, its size and number of entries. Needs no GPU.\n\n"
+                 "are compiled for, the disk cache (its directory, whether it is read and\n"
+                 "written or why not, its size and number of entries) and the tuning table in\n"
+                 "effect (the cache folder's tuning.lua, or built-in and why). Needs no GPU.\n\n"
                  "example:\n"
                  "  attnbwd info --arch sm_90 --cache-dir /tmp/attnbwd-cache\n\n");
     fprintf(out, "%s", CLI_COMMON_HELP);
@@ -55,18 +56,13 @@ static void print_arch(const cli_common *c, const attnbwd_ctx_info *in, const no
         printf(ROW "%s (%s)\n", "target arch", in->arch, c->arch ? "from --arch" : "from the device");
 }
 
+/* The library says how the cache is used ("read-write", "read-only (why)",
+ * "off (why)"); --no-cache is ours to name. */
 static const char *cache_mode(const cli_common *c, const attnbwd_ctx_info *in)
 {
-    if (in->disk_cache)
-        return "read-write";
-    if (c->no_cache)
+    if (c->no_cache && !in->cache_read)
         return "off (--no-cache)";
-    const char *env = getenv("ATTNBWD_CACHE");
-    if (env && strcmp(env, "0") == 0)
-        return "off (ATTNBWD_CACHE=0)";
-    if (in->cache_dir[0] && access(in->cache_dir, R_OK) == 0 && access(in->cache_dir, W_OK) != 0)
-        return "off (the directory is not writable)";
-    return "off";
+    return in->cache_mode && in->cache_mode[0] ? in->cache_mode : in->disk_cache ? "read-write" : "off";
 }
 
 static void print_cache(const cli_common *c, const attnbwd_ctx_info *in)
@@ -76,7 +72,8 @@ static void print_cache(const cli_common *c, const attnbwd_ctx_info *in)
     printf(ROW "%s\n", "cache mode", cache_mode(c, in));
     cli_human_bytes(in->cache_bytes, human, sizeof human);
     printf(ROW "%" PRIu64 " bytes (%s)\n", "cache size", in->cache_bytes, human);
-    printf(ROW "%" PRIu64 "\n", "cache entries", in->cache_entries);
+    printf(ROW "%" PRIu64 "%s\n", "cache entries", in->cache_entries,
+           in->cache_read && !in->disk_cache ? " (read, not written)" : "");
 }
 
 static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd)
@@ -91,6 +88,7 @@ static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd
     print_driver(&in, nd);
     print_arch(c, &in, nd);
     print_cache(c, &in);
+    printf(ROW "%s\n", "tuning table", in.tuning_table && in.tuning_table[0] ? in.tuning_table : "built-in");
     printf(ROW "%s\n", "deterministic",
            in.deterministic ? "yes (no output summed by float atomics; ATTNBWD_DETERMINISTIC=1)"
                             : "no (tuned tiles may sum some outputs by float atomics; ATTNBWD_DETERMINISTIC=1 for "

@@ -204,8 +204,10 @@ static void budget_hook(lua_State *L, lua_Debug *ar) {
 
 attnbwd_status gen_run_data(lua_State *L, const char *text, size_t len, const char *chunkname,
                             long long budget, const char *what) {
+    const char *sep = what ? ": " : "";
+    if (!what) what = "";
     if (luaL_loadbufferx(L, text, len, chunkname, "t") != LUA_OK) {
-        attnbwd_status s = err_set(ATTNBWD_ERR_LUA, "%s: %s", what, lua_tostring(L, -1));
+        attnbwd_status s = err_set(ATTNBWD_ERR_LUA, "%s%s%s", what, sep, lua_tostring(L, -1));
         lua_pop(L, 1);
         return s;
     }
@@ -216,9 +218,29 @@ attnbwd_status gen_run_data(lua_State *L, const char *text, size_t len, const ch
     lua_sethook(L, NULL, 0, 0);
     if (rc == LUA_OK) return ATTNBWD_OK;
     const char *m = lua_tostring(L, -1);
-    attnbwd_status s = err_set(rc == LUA_ERRMEM ? ATTNBWD_ERR_OUT_OF_MEMORY : ATTNBWD_ERR_LUA, "%s: %s", what,
+    attnbwd_status s = err_set(rc == LUA_ERRMEM ? ATTNBWD_ERR_OUT_OF_MEMORY : ATTNBWD_ERR_LUA, "%s%s%s", what, sep,
                                m ? m : "(an error without a message)");
     lua_pop(L, 1);
+    return s;
+}
+
+attnbwd_status gen_check_tuning(const char *text, size_t len, const char *chunkname, char *gpu, size_t gpu_len) {
+    lua_State *L = luaL_newstate(); /* no library opened: no globals, as plan.lua's load gives it */
+    if (!L) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory checking a tuning table");
+    attnbwd_status s = gen_run_data(L, text, len, chunkname, GEN_DATA_BUDGET, NULL);
+    if (s == ATTNBWD_OK) {
+        const char *where = chunkname + (chunkname[0] == '@' || chunkname[0] == '=');
+        if (!lua_istable(L, -1)) {
+            s = err_set(ATTNBWD_ERR_LUA, "%s returns a %s, not a table", where, luaL_typename(L, -1));
+        } else if (lua_getfield(L, -1, "gpu") != LUA_TSTRING) {
+            s = err_set(ATTNBWD_ERR_LUA, "%s has no gpu = \"<model>\" string", where);
+        } else {
+            snprintf(gpu, gpu_len, "%s", lua_tostring(L, -1));
+            if (lua_getfield(L, -2, "entries") != LUA_TTABLE)
+                s = err_set(ATTNBWD_ERR_LUA, "%s has no entries table", where);
+        }
+    }
+    lua_close(L);
     return s;
 }
 

@@ -411,7 +411,7 @@ void cache_open(disk_cache *c, const char *explicit_dir, int enabled, const logg
                  "disk cache off: refusing %s: it %s; kernels are kept in memory only (use a folder of your own "
                  "that only you can write, or ATTNBWD_CACHE=ro to read a shared store)",
                  dir, why);
-        snprintf(c->mode, sizeof c->mode, "off (refused: the folder %s)", why);
+        snprintf(c->mode, sizeof c->mode, "off (refused: %.700s %s)", dir, why);
         free(dir);
         return;
     }

@@ -59,7 +59,7 @@ typedef struct disk_cache {
     int lock_wait_ms;   /* a waiter's bound for another process's lock ($ATTNBWD_CACHE_LOCK_WAIT) */
     cache_payload_check check_payload; /* NULL: payloads are not checked */
     void *check_user;
-    char mode[320];     /* how the cache is used, for `info`: "read-write", "read-only (...)", "off (...)" */
+    char mode[1024];    /* how the cache is used, for `info`: "read-write", "read-only (...)", "off (...)" */
 } disk_cache;
 
 /* Resolve the directory (explicit > $ATTNBWD_CACHE_DIR > $XDG_CACHE_HOME/attnbwd
