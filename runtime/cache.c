@@ -829,9 +829,9 @@ int cache_clear(disk_cache *c, uint64_t *files, uint64_t *bytes) {
         struct stat st;
         if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
         int r;
-        if (kind == NAME_LOCK) {
-            r = S_ISREG(st.st_mode) ? remove_lock_at(dirfd(d), n) : EINVAL;
-            if (r == EWOULDBLOCK || r == EINVAL) continue; /* held, or not a lock file of ours: stays */
+        if (kind == NAME_LOCK) { /* bookkeeping, not counted; a held one or a non-file stays */
+            if (S_ISREG(st.st_mode)) remove_lock_at(dirfd(d), n);
+            continue;
         } else if (kind == NAME_BAD) {
             r = remove_leftover_at(dirfd(d), n, &st, &budget);
         } else if (S_ISREG(st.st_mode)) {

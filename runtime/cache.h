@@ -94,8 +94,8 @@ void cache_unlock(int fd);
 
 /* Removes every entry, temporary file, moved-aside entry and lock file no
  * process holds, by the names above (nothing else of the folder). Counts
- * what it removed. Returns 0, or an errno when the directory cannot be read
- * or an entry cannot be removed. */
+ * what it removed but the lock files (bookkeeping). Returns 0, or an errno
+ * when the directory cannot be read or an entry cannot be removed. */
 int cache_clear(disk_cache *c, uint64_t *files, uint64_t *bytes);
 
 /* Bytes and entry count of the *.atbc files in the directory. */
