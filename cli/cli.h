@@ -56,6 +56,10 @@ void cmd_cache_usage(FILE *out);
     "  --cache-dir DIR  the disk cache of cubins (default: $ATTNBWD_CACHE_DIR,\n"         \
     "                   $XDG_CACHE_HOME/attnbwd, ~/.cache/attnbwd)\n"                     \
     "  --no-cache       keep kernels in memory only: no disk cache reads or writes\n"     \
+    "                   (ATTNBWD_CACHE=ro: read the folder as a shared read-only\n"      \
+    "                   store, never written; ATTNBWD_CACHE_LOCK_WAIT=SECONDS: how\n"    \
+    "                   long to wait for another process compiling the same kernel,\n"  \
+    "                   default 120)\n"                                                  \
     "  -v, --verbose    log each compile and disk cache hit (-vv: debug)\n"               \
     "  -q, --quiet      no log lines and no progress, only results and errors\n"          \
     "  -h, --help       this help\n"

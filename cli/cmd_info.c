@@ -16,9 +16,10 @@ void cmd_info_usage(FILE *out)
     fprintf(out, "usage: attnbwd info [--json] [OPTIONS]\n\n"
                  "Prints the library, NVRTC and driver versions, the device, the arch kernels\n"
                  "are compiled for, and the disk cache: its directory, whether it is read and\n"
-                 "written, its size, number of entries and budget. Needs no GPU. The GPU model the\n"
-                 "tiles are planned for (the device's, $ATTNBWD_GPU_MODEL's or --gpu's) and\n"
-                 "the tuning table it gets: with --gpu, one pair of rows per model.\n\n"
+                 "written or why not, its size, number of entries and budget. Needs no GPU.\n"
+                 "The GPU model the tiles are planned for (the device's, $ATTNBWD_GPU_MODEL's or\n"
+                 "--gpu's), the shipped tuning table it gets (with --gpu, one pair of rows per\n"
+                 "model), and the user's table (the cache folder's tuning.lua, or built-in and why).\n\n"
                  "options:\n"
                  "  --json   the same facts as one JSON object (null where there is none; one --gpu at most)\n"
                  CLI_GPU_HELP "\n"
@@ -64,18 +65,13 @@ static void print_arch(const cli_common *c, const attnbwd_ctx_info *in, const no
                c->arch ? "from --arch" : in->device_name[0] ? "from the device" : "from the GPU model");
 }
 
+/* The library says how the cache is used ("read-write", "read-only (why)",
+ * "off (why)"); --no-cache is ours to name. */
 static const char *cache_mode(const cli_common *c, const attnbwd_ctx_info *in)
 {
-    if (in->disk_cache)
-        return "read-write";
-    if (c->no_cache)
+    if (c->no_cache && !in->cache_read)
         return "off (--no-cache)";
-    const char *env = getenv("ATTNBWD_CACHE");
-    if (env && strcmp(env, "0") == 0)
-        return "off (ATTNBWD_CACHE=0)";
-    if (in->cache_dir[0] && access(in->cache_dir, R_OK) == 0 && access(in->cache_dir, W_OK) != 0)
-        return "off (the directory is not writable)";
-    return "off";
+    return in->cache_mode && in->cache_mode[0] ? in->cache_mode : in->disk_cache ? "read-write" : "off";
 }
 
 static void print_cache(const cli_common *c, const attnbwd_ctx_info *in)
@@ -85,7 +81,8 @@ static void print_cache(const cli_common *c, const attnbwd_ctx_info *in)
     printf(ROW "%s\n", "cache mode", cache_mode(c, in));
     cli_human_bytes(in->cache_bytes, human, sizeof human);
     printf(ROW "%" PRIu64 " bytes (%s)\n", "cache size", in->cache_bytes, human);
-    printf(ROW "%" PRIu64 "\n", "cache entries", in->cache_entries);
+    printf(ROW "%" PRIu64 "%s\n", "cache entries", in->cache_entries,
+           in->cache_read && !in->disk_cache ? " (read, not written)" : "");
 }
 
 static void print_model(const attnbwd_ctx_info *in)
@@ -141,6 +138,7 @@ static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd
         cli_human_bytes(st.max_bytes, human, sizeof human);
         printf(ROW "%" PRIu64 " bytes (%s; ATTNBWD_CACHE_MAX_BYTES)\n", "cache budget", st.max_bytes, human);
     }
+    printf(ROW "%s\n", "user tuning table", in.user_tuning_table && in.user_tuning_table[0] ? in.user_tuning_table : "built-in");
     printf(ROW "%s\n", "deterministic",
            in.deterministic ? "yes (no output summed by float atomics; ATTNBWD_DETERMINISTIC=1)"
                             : "no (tuned tiles may sum some outputs by float atomics; ATTNBWD_DETERMINISTIC=1 for "

@@ -173,7 +173,11 @@ static void print_summary(attnbwd_ctx *ctx, size_t n, const attnbwd_prewarm_summ
     memset(&in, 0, sizeof in);
     int ok = attnbwd_ctx_get_info(ctx, &in) == ATTNBWD_OK;
     const char *arch = ok && in.arch ? in.arch : "?";
-    const char *dir = ok && in.disk_cache && in.cache_dir && in.cache_dir[0] ? in.cache_dir : "off";
+    /* The folder when entries are read, "read-only" beside it when they are
+     * not written; else "off" (the warning at the start said why). */
+    char dir[4200] = "off";
+    if (ok && in.cache_read && in.cache_dir[0])
+        snprintf(dir, sizeof dir, "%.4000s%s", in.cache_dir, in.disk_cache ? "" : ", read-only");
     char memory[64] = "", model[256];
     if (sum->from_memory)
         snprintf(memory, sizeof memory, ", %zu already in memory", sum->from_memory);

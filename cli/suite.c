@@ -422,20 +422,15 @@ static attnbwd_status parse_lua(const source *src, case_list *out) {
     lua_State *L = luaL_newstate();
     if (!L)
         return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "suite %s: cannot create a Lua state", src->where);
-    /* A suite is data: string, table and math to build it, but no io, os or
-     * require. */
-    luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
-    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-    lua_pop(L, 4);
+    /* A suite is data: string, table and math to build it; no file access,
+     * text chunks only, and an instruction budget (gen.h). */
+    gen_open_data_libs(L);
 
     attnbwd_status st = ATTNBWD_OK;
     char chunk[520];
     snprintf(chunk, sizeof chunk, "@%s", src->where); /* "@" so messages read path:line */
-    if (luaL_loadbufferx(L, src->text, src->len, chunk, "t") != LUA_OK || lua_pcall(L, 0, 1, 0) != LUA_OK) {
-        const char *m = lua_tostring(L, -1);
-        st = err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "suite %s", m ? m : "(error without a message)");
+    if (gen_run_data(L, src->text, src->len, chunk, GEN_DATA_BUDGET, "suite") != ATTNBWD_OK) {
+        st = ATTNBWD_ERR_INVALID_ARGUMENT; /* a bad suite, whatever Lua calls it; the message stays */
         goto done;
     }
     if (!lua_istable(L, -1)) {

@@ -104,4 +104,29 @@ attnbwd_status gen_scripts_hash(char *out, size_t len);
 /* An embedded file by its repository path ("lua/render.lua"), or NULL. */
 const char *gen_embedded(const char *path, size_t *len);
 
+/* Lua chunks that are data (suites, tuning tables) run in a state of their
+ * own with gen_open_data_libs: base, string, table and math, no file access
+ * (no dofile, loadfile, io, os or require) and text chunks only (load refuses
+ * binary chunks, string.dump is gone; every state of the library loads text
+ * only, since Lua does not verify bytecode). */
+struct lua_State;
+void gen_open_data_libs(struct lua_State *L);
+
+/* Loads text as a text chunk named chunkname ("@path" so messages read
+ * path:line) and runs it under a budget of about `budget` Lua instructions,
+ * leaving its one result on the stack. Errors (syntax, run time, over the
+ * budget) are ATTNBWD_ERR_LUA "<what>: <Lua's message>" (what NULL: Lua's
+ * message alone) and leave nothing. */
+#define GEN_DATA_BUDGET 10000000LL /* a few tenths of a second; a table takes a few instructions an entry */
+attnbwd_status gen_run_data(struct lua_State *L, const char *text, size_t len, const char *chunkname,
+                            long long budget, const char *what);
+
+/* Checks the text of a user's tuning table as gen_configure will run it: a
+ * text chunk with no globals at all, within GEN_DATA_BUDGET, returning
+ * { gpu = "<model>", entries = { [key] = "tiles", ... } }. chunkname names
+ * it in messages ("@/path/tuning.lua" reads /path/tuning.lua:LINE). On
+ * success gpu receives the table's model. Errors are ATTNBWD_ERR_LUA with
+ * Lua's message (the file and line) or what is missing. */
+attnbwd_status gen_check_tuning(const char *text, size_t len, const char *chunkname, char *gpu, size_t gpu_len);
+
 #endif

@@ -181,6 +181,143 @@ static int search_scripts(lua_State *L) {
     return 2;
 }
 
+/* ---- text chunks only ------------------------------------------------------
+ * Lua 5.4 does not verify bytecode, and a crafted binary chunk is a known route
+ * from a data file to native code. So every state loads text only: `load`,
+ * `loadfile` and `dofile` are replaced by versions that pass mode "t", and
+ * string.dump (the only way to make bytecode inside Lua) is gone. */
+
+/* Calls the base library's loader saved under `saved` with the caller's
+ * arguments, but mode "t": chunk_args is how many come before the mode (load:
+ * chunk and name; loadfile: the file name). A mode other than "t" is refused
+ * in the loader's own way (nil, message), so no script is misled. */
+static int call_text_loader(lua_State *L, const char *saved, int chunk_args) {
+    const char *mode = luaL_optstring(L, chunk_args + 1, "t");
+    if (strcmp(mode, "t") != 0) {
+        luaL_pushfail(L);
+        lua_pushfstring(L, "mode '%s' refused: only text chunks are loaded", mode);
+        return 2;
+    }
+    int has_env = !lua_isnone(L, chunk_args + 2);
+    lua_settop(L, chunk_args + 2); /* absent arguments as nil, so the copies below are the caller's */
+    int top = lua_gettop(L);
+    lua_getfield(L, LUA_REGISTRYINDEX, saved);
+    for (int i = 1; i <= chunk_args; ++i) lua_pushvalue(L, i);
+    lua_pushliteral(L, "t");
+    if (has_env) lua_pushvalue(L, chunk_args + 2);
+    lua_call(L, chunk_args + 1 + has_env, LUA_MULTRET);
+    return lua_gettop(L) - top;
+}
+
+#define SAVED_LOAD "attnbwd.base_load"
+#define SAVED_LOADFILE "attnbwd.base_loadfile"
+
+static int l_load_text(lua_State *L) { return call_text_loader(L, SAVED_LOAD, 2); }
+static int l_loadfile_text(lua_State *L) { return call_text_loader(L, SAVED_LOADFILE, 1); }
+
+/* dofile(name): loadfile in text mode, then the chunk's results. */
+static int l_dofile_text(lua_State *L) {
+    lua_settop(L, 1);
+    if (call_text_loader(L, SAVED_LOADFILE, 1) != 1) return lua_error(L);
+    int below = lua_gettop(L) - 1; /* the chunk is on top */
+    lua_call(L, 0, LUA_MULTRET);
+    return lua_gettop(L) - below;
+}
+
+/* Moves global `name` into the registry under `saved` and puts fn in its place
+ * (or nothing, fn NULL). */
+static void replace_global(lua_State *L, const char *name, const char *saved, lua_CFunction fn) {
+    lua_getglobal(L, name);
+    if (saved) lua_setfield(L, LUA_REGISTRYINDEX, saved);
+    else lua_pop(L, 1);
+    if (fn) lua_pushcfunction(L, fn);
+    else lua_pushnil(L);
+    lua_setglobal(L, name);
+}
+
+/* Text chunks only, in a state whose base and string libraries are open;
+ * files: keep loadfile and dofile (text only) or take them away. */
+static void text_chunks_only(lua_State *L, int files) {
+    replace_global(L, "load", SAVED_LOAD, l_load_text);
+    replace_global(L, "loadfile", SAVED_LOADFILE, files ? l_loadfile_text : NULL);
+    replace_global(L, "dofile", NULL, files ? l_dofile_text : NULL);
+    lua_getglobal(L, LUA_STRLIBNAME);
+    lua_pushnil(L);
+    lua_setfield(L, -2, "dump");
+    lua_pop(L, 1);
+}
+
+void gen_open_data_libs(lua_State *L) {
+    luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
+    luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
+    luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
+    luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
+    lua_pop(L, 4);
+    text_chunks_only(L, 0);
+}
+
+/* ---- an instruction budget ---------------------------------------------------
+ * A data chunk runs under a count hook: past the budget the hook raises an
+ * error, so `while true do end` ends as a message, not a hang. The hook is
+ * cleared again afterwards. */
+#define BUDGET_STEP 1000
+
+static int budget_key; /* its address keys the remaining budget in the registry */
+
+static void budget_hook(lua_State *L, lua_Debug *ar) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &budget_key);
+    lua_Integer left = lua_tointeger(L, -1) - BUDGET_STEP;
+    lua_pop(L, 1);
+    lua_pushinteger(L, left);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+    if (left > 0) return;
+    lua_getinfo(L, "Sl", ar); /* the running function: where the loop is */
+    luaL_error(L, "%s:%d: stopped: over its budget of instructions (a loop that does not end?)", ar->short_src,
+               ar->currentline);
+}
+
+attnbwd_status gen_run_data(lua_State *L, const char *text, size_t len, const char *chunkname,
+                            long long budget, const char *what) {
+    const char *sep = what ? ": " : "";
+    if (!what) what = "";
+    if (luaL_loadbufferx(L, text, len, chunkname, "t") != LUA_OK) {
+        attnbwd_status s = err_set(ATTNBWD_ERR_LUA, "%s%s%s", what, sep, lua_tostring(L, -1));
+        lua_pop(L, 1);
+        return s;
+    }
+    lua_pushinteger(L, (lua_Integer)budget);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &budget_key);
+    lua_sethook(L, budget_hook, LUA_MASKCOUNT, BUDGET_STEP);
+    int rc = lua_pcall(L, 0, 1, 0);
+    lua_sethook(L, NULL, 0, 0);
+    if (rc == LUA_OK) return ATTNBWD_OK;
+    const char *m = lua_tostring(L, -1);
+    attnbwd_status s = err_set(rc == LUA_ERRMEM ? ATTNBWD_ERR_OUT_OF_MEMORY : ATTNBWD_ERR_LUA, "%s%s%s", what, sep,
+                               m ? m : "(an error without a message)");
+    lua_pop(L, 1);
+    return s;
+}
+
+attnbwd_status gen_check_tuning(const char *text, size_t len, const char *chunkname, char *gpu, size_t gpu_len) {
+    lua_State *L = luaL_newstate(); /* no library opened: no globals, as plan.lua's load gives it */
+    if (!L) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory checking a tuning table");
+    attnbwd_status s = gen_run_data(L, text, len, chunkname, GEN_DATA_BUDGET, NULL);
+    if (s == ATTNBWD_OK) {
+        const char *where = chunkname + (chunkname[0] == '@' || chunkname[0] == '=');
+        if (!lua_istable(L, -1)) {
+            s = err_set(ATTNBWD_ERR_LUA, "%s returns a %s, not a table", where, luaL_typename(L, -1));
+        } else if (lua_getfield(L, -1, "gpu") != LUA_TSTRING) {
+            s = err_set(ATTNBWD_ERR_LUA, "%s has no gpu = \"<model>\" string", where);
+        } else {
+            snprintf(gpu, gpu_len, "%s", lua_tostring(L, -1));
+            if (lua_getfield(L, -2, "entries") != LUA_TTABLE)
+                s = err_set(ATTNBWD_ERR_LUA, "%s has no entries table", where);
+        }
+    }
+    lua_close(L);
+    return s;
+}
+
 static int msg_handler(lua_State *L) {
     const char *msg = lua_tostring(L, 1);
     if (!msg) msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
@@ -203,6 +340,7 @@ lua_State *gen_new_lua(int user_libs) {
         luaL_requiref(L, LUA_OSLIBNAME, luaopen_os, 1);
     }
     lua_settop(L, 0);
+    text_chunks_only(L, user_libs);
     luaL_requiref(L, "attnbwd", open_attnbwd, 0);
     lua_pop(L, 1);
 

@@ -76,7 +76,12 @@ typedef void (*attnbwd_log_fn)(int level, const char *line, void *user);
 typedef struct attnbwd_options {
     int device;             /* CUDA device ordinal (default ATTNBWD_DEVICE_CURRENT) */
     const char *cache_dir;  /* NULL: $ATTNBWD_CACHE_DIR, $XDG_CACHE_HOME/attnbwd, ~/.cache/attnbwd */
-    int disk_cache;         /* 1 (default) use the disk cache; 0 memory only. ATTNBWD_CACHE=0 also turns it off */
+    int disk_cache;         /* 1 (default) use the disk cache; 0 memory only (ATTNBWD_CACHE=0 also);
+                               ATTNBWD_DISK_CACHE_READ_ONLY (2): a shared read-only store, read and checked,
+                               never written or locked (ATTNBWD_CACHE=ro also). A folder read and written must
+                               belong to the user (or root) and be writable by nobody else; a read-only store
+                               may belong to anyone but not be writable by every user. A folder that fails this
+                               is refused with a warning: kernels are then kept in memory only */
     const char *arch;       /* "sm_90" etc.: compile for it, no GPU needed. NULL: the device's */
     int log_level;          /* attnbwd_log_level; $ATTNBWD_LOG overrides when set */
     attnbwd_log_fn log_fn;  /* NULL: lines go to stderr, prefixed "attnbwd: " */
@@ -98,6 +103,7 @@ typedef struct attnbwd_options {
 
 /* 1 GiB, as the CUDA driver's own JIT cache. */
 #define ATTNBWD_CACHE_DEFAULT_MAX_BYTES (UINT64_C(1) << 30)
+#define ATTNBWD_DISK_CACHE_READ_ONLY 2 /* options.disk_cache: a shared read-only store */
 
 /* Fill with the defaults above. */
 ATTNBWD_API void attnbwd_options_init(attnbwd_options *opt);
@@ -194,7 +200,8 @@ ATTNBWD_API attnbwd_status attnbwd_softmax_dropout_bwd(attnbwd_kernel *k, const 
 
 /* Problem 2, region-aware self-attention with edit bias, backward
  * (spec: docs/spec/edit_attention_bwd.md). Shapes: B = shape.batch,
- * T = shape.seq_len; hidden 1024, 16 heads, head_dim 64 are fixed. All
+ * T = shape.seq_len (limits: T <= 1024, B <= 4095, B*T <= 2^26; past them
+ * ATTNBWD_ERR_UNSUPPORTED); hidden 1024, 16 heads, head_dim 64 are fixed. All
  * pointers are fp32 device pointers, contiguous, in the spec's layouts,
  * 16-byte aligned (as cudaMalloc and PyTorch give them; the tiles load 16
  * bytes at a time). The workspace holds intermediates (see
@@ -313,6 +320,11 @@ typedef struct attnbwd_ctx_info {
     int gpu_sm_count;           /* its SMs (the device's, or the known model's) */
     const char *tuning_table;   /* the shipped table it gets, "lua/tuning_h100.lua", or "" for the heuristic */
     const char *tuning_note;    /* which table and why, in words */
+    const char *cache_mode;     /* "read-write", "read-only (why)" or "off (why)", e.g. "off (refused: ...)" */
+    int cache_read;             /* 1 when entries are read (read-write or read-only) */
+    const char *user_tuning_table; /* the user's table (<cache folder>/tuning.lua), which wins over
+                                      tuning_table: its path and model when in effect, else "built-in"
+                                      (and why the user's is not used) */
 } attnbwd_ctx_info;
 
 ATTNBWD_API attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info);

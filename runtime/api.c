@@ -12,7 +12,6 @@
 #include "manifest.h"
 #include "nvrtc_compile.h"
 
-#define LOCK_TIMEOUT_MS 120000 /* a compile takes seconds; past this, compile anyway */
 
 double now_seconds(void) {
     struct timespec ts;
@@ -36,19 +35,25 @@ static int valid_arch(const char *a) {
     return digits >= 2 && digits <= 3 && (*d == '\0' || ((*d == 'a' || *d == 'f') && d[1] == '\0'));
 }
 
-/* Reads <cache>/tuning.lua (written by `attnbwd explore --out`), at most 1 MiB. */
-static char *read_user_tuning(const attnbwd_ctx *ctx) {
-    if (!ctx->cache.dir) return NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tuning.lua", ctx->cache.dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *text = malloc((1 << 20) + 1);
-    size_t n = text ? fread(text, 1, 1 << 20, f) : 0;
-    fclose(f);
-    if (text) text[n] = '\0';
-    log_line(&ctx->log, ATTNBWD_LOG_INFO, "tuning table %s", path);
-    return text;
+/* Which tuning table is in effect, for `attnbwd info`: the user's (its
+ * path), or the built-in ones and why not the user's. */
+static void note_tuning(attnbwd_ctx *ctx, const char *model) {
+    const tuning_file *t = &ctx->tuning;
+    if (t->rejected[0])
+        snprintf(ctx->user_tuning_note, sizeof ctx->user_tuning_note, "built-in (rejected: %.900s)", t->rejected);
+    else if (!t->path[0])
+        snprintf(ctx->user_tuning_note, sizeof ctx->user_tuning_note, "built-in");
+    else if (strcmp(t->gpu, model) != 0)
+        snprintf(ctx->user_tuning_note, sizeof ctx->user_tuning_note, "built-in (%.700s is for %.100s, not %.100s)", t->path,
+                 t->gpu, model[0] ? model : "this target (no GPU model)");
+    else
+        snprintf(ctx->user_tuning_note, sizeof ctx->user_tuning_note, "%.800s (for %.127s)", t->path, t->gpu);
+}
+
+/* A cubin read from the disk cache, checked before it is used (cache.h). */
+static const char *check_cached_cubin(const void *payload, size_t len, void *user) {
+    const attnbwd_ctx *ctx = user;
+    return cubin_check(payload, len, ctx->arch);
 }
 
 /* The GPU model the tiles are planned for: options.gpu_model, else
@@ -73,9 +78,10 @@ static void choose_gpu_model(attnbwd_ctx *ctx, const char *given, const char *gi
 }
 
 static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
-    char *user = read_user_tuning(ctx);
+    char *user = tuning_file_read(&ctx->cache, &ctx->log, &ctx->tuning);
     attnbwd_status s = gen_configure(ctx->gen, ctx->gpu.model, user, ctx->deterministic, ctx->gpu.table);
     free(user);
+    note_tuning(ctx, ctx->gpu.model);
     return s;
 }
 
@@ -110,6 +116,10 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     if (opt.device == ATTNBWD_DEVICE_CURRENT) opt.device = drv_current_device();
     if (opt.log_level < ATTNBWD_LOG_QUIET || opt.log_level > ATTNBWD_LOG_DEBUG)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.log_level = %d: must be 0..3", opt.log_level);
+    if (opt.disk_cache < 0 || opt.disk_cache > ATTNBWD_DISK_CACHE_READ_ONLY)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
+                       "options.disk_cache = %d: must be 0 (off), 1 (read-write) or 2 (a shared read-only store)",
+                       opt.disk_cache);
     if (opt.deterministic != 0 && opt.deterministic != 1)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.deterministic = %d: must be 0 or 1", opt.deterministic);
     const char *env_det = getenv("ATTNBWD_DETERMINISTIC");
@@ -165,6 +175,8 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     /* Every disk hit planned and rendered again, and compared with the entry's manifest. */
     const char *verify = getenv("ATTNBWD_CACHE_VERIFY");
     ctx->verify_hits = verify && !strcmp(verify, "1");
+    ctx->cache.check_payload = check_cached_cubin;
+    ctx->cache.check_user = ctx;
     if ((s = configure_tuning(ctx)) != ATTNBWD_OK) {
         attnbwd_close(ctx);
         return s;
@@ -224,6 +236,7 @@ void attnbwd_close(attnbwd_ctx *ctx) {
 /* Limits that keep every index of the generated code in range. */
 #define MAX_SEQ_LEN (1LL << 20)
 #define MAX_ROWS ((1LL << 31) - 1)
+#define EDIT_MAX_BATCH (65535 / 16) /* problem 2: grid.y or grid.z of B * 16 heads stays within CUDA's 65535 */
 
 attnbwd_status shape_validate(const attnbwd_shape *s) {
     if (!s) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "shape is NULL");
@@ -247,6 +260,11 @@ attnbwd_status shape_validate(const attnbwd_shape *s) {
         if (s->seq_len > 1024)
             return err_set(ATTNBWD_ERR_UNSUPPORTED, "shape.seq_len = %lld: the edit attention backward supports "
                                                     "T <= 1024 (the positions of edit_region_bias)", (long long)s->seq_len);
+        if (s->batch > EDIT_MAX_BATCH)
+            return err_set(ATTNBWD_ERR_UNSUPPORTED,
+                           "shape.batch = %lld: the edit attention backward supports B <= %d (its kernels' grids have "
+                           "a block row per batch row and head, B*16 <= 65535, CUDA's limit)",
+                           (long long)s->batch, EDIT_MAX_BATCH);
         int64_t bt;
         if (__builtin_mul_overflow(s->batch, s->seq_len, &bt) || bt > (INT64_C(1) << 26))
             return err_set(ATTNBWD_ERR_UNSUPPORTED, "shape B=%lld T=%lld: B*T over the limit 2^26",
@@ -336,7 +354,7 @@ static attnbwd_status find_or_compile(attnbwd_ctx *ctx, attnbwd_kernel *k, const
     size_t head_len = strlen(head);
     if (found == 0) found = matching_entry(ctx, k, head, head_len, manifest);
     if (found > 0) return ATTNBWD_OK;
-    int lock = cache_lock(&ctx->cache, k->key, LOCK_TIMEOUT_MS);
+    int lock = cache_lock(&ctx->cache, k->key, -1); /* the cache's bound, $ATTNBWD_CACHE_LOCK_WAIT */
     if (lock >= 0 && found == 0 && matching_entry(ctx, k, head, head_len, manifest) > 0) {
         cache_unlock(lock); /* another process compiled it while we waited */
         return ATTNBWD_OK;
@@ -543,6 +561,9 @@ attnbwd_status attnbwd_ctx_get_info(attnbwd_ctx *ctx, attnbwd_ctx_info *info) {
     info->gpu_sm_count = ctx->gpu.sm_count;
     info->tuning_table = ctx->tuning_table_path;
     info->tuning_note = ctx->gpu.note;
+    info->cache_mode = ctx->cache.mode;
+    info->cache_read = ctx->cache.dir != NULL;
+    info->user_tuning_table = ctx->user_tuning_note;
     return ATTNBWD_OK;
 }
 

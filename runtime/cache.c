@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,14 +69,13 @@ static uint64_t get_u64(const unsigned char *p) {
 
 /* A key becomes part of a file name: accept nothing but the 32 lowercase hex
  * digits cache_key produces, so no caller can reach outside the directory. */
-static int valid_key(const char *key) {
-    if (!key) return 0;
-    for (int i = 0; i < CACHE_KEY_HEX; i++) {
-        char ch = key[i];
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'))) return 0;
-    }
-    return key[CACHE_KEY_HEX] == '\0';
+static int is_hex_key(const char *p) {
+    for (int i = 0; i < CACHE_KEY_HEX; i++)
+        if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f'))) return 0;
+    return 1;
 }
+
+static int valid_key(const char *key) { return key && is_hex_key(key) && key[CACHE_KEY_HEX] == '\0'; }
 
 /* malloc'd "<dir>/<key><suffix>", NULL when out of memory. */
 static char *entry_path(const disk_cache *c, const char *key, const char *suffix) {
@@ -83,6 +83,50 @@ static char *entry_path(const disk_cache *c, const char *key, const char *suffix
     char *p = malloc(n);
     if (p) snprintf(p, n, "%s/%s%s", c->dir, key, suffix);
     return p;
+}
+
+/* Every open of a file in the folder: never through a symlink, never blocking
+ * on a FIFO (O_NONBLOCK does not change reads or writes of regular files),
+ * never inherited by a child. */
+#define OPEN_FLAGS (O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+
+/* ---- our names ------------------------------------------------------------ */
+
+typedef enum name_kind { NAME_OTHER, NAME_ENTRY, NAME_LOCK, NAME_BAD, NAME_TMP } name_kind;
+
+/* Skips one or more decimal digits; NULL when there are none. */
+static const char *skip_digits(const char *p) {
+    const char *q = p;
+    while (*q >= '0' && *q <= '9') q++;
+    return q > p ? q : NULL;
+}
+
+/* "<digits>-<digits>" and nothing after. */
+static int is_pid_count(const char *p) {
+    p = skip_digits(p);
+    if (!p || *p != '-') return 0;
+    p = skip_digits(p + 1);
+    return p && *p == '\0';
+}
+
+/* Which of our names n is; NAME_OTHER for anything else (an editor's
+ * ".tmp-foo", "thesis.bad-draft.txt"), which is never touched. */
+static name_kind classify(const char *n) {
+    if (strncmp(n, ".tmp-probe-", 11) == 0) return is_pid_count(n + 11) ? NAME_TMP : NAME_OTHER;
+    if (strncmp(n, ".tmp-", 5) == 0)
+        return strlen(n) > 5 + CACHE_KEY_HEX && is_hex_key(n + 5) && n[5 + CACHE_KEY_HEX] == '-' &&
+                       is_pid_count(n + 6 + CACHE_KEY_HEX)
+                   ? NAME_TMP
+                   : NAME_OTHER;
+    if (strlen(n) < CACHE_KEY_HEX || !is_hex_key(n)) return NAME_OTHER;
+    const char *suffix = n + CACHE_KEY_HEX;
+    if (strcmp(suffix, ".atbc") == 0) return NAME_ENTRY;
+    if (strcmp(suffix, ".lock") == 0) return NAME_LOCK;
+    if (strncmp(suffix, ".bad-", 5) == 0) {
+        const char *end = skip_digits(suffix + 5);
+        if (end && *end == '\0') return NAME_BAD;
+    }
+    return NAME_OTHER;
 }
 
 /* ---- opening ------------------------------------------------------------- */
@@ -146,7 +190,7 @@ static int dir_unwritable(const char *dir) {
     if (!p) return ENOMEM;
     snprintf(p, n, "%s/.tmp-probe-%ld-%lu", dir, (long)getpid(),
              atomic_fetch_add(&tmp_counter, 1));
-    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    int fd = open(p, O_WRONLY | O_CREAT | O_EXCL | OPEN_FLAGS, 0600);
     int err = fd >= 0 ? 0 : errno;
     if (fd >= 0) {
         close(fd);
@@ -156,71 +200,238 @@ static int dir_unwritable(const char *dir) {
     return err;
 }
 
+/* ---- removing leftovers ---------------------------------------------------- */
+
 /* Leftovers that nothing will read: temporary files of writers that died
- * (a live write takes seconds; these are over an hour old) and entries moved
- * aside as bad over a week ago (kept that long for a look). Lock files stay:
- * removing one could let two processes hold "the" lock at once. */
+ * (a live write takes seconds; these are over an hour old), entries moved
+ * aside as bad over a week ago (kept that long for a look), and lock files
+ * unused for an hour whose lock nobody holds. */
 #define STALE_TMP_SECONDS 3600
 #define STALE_BAD_SECONDS (7 * 24 * 3600)
+#define STALE_LOCK_SECONDS 3600
+/* One open removes at most this many, so a folder full of leftovers costs a
+ * bounded time; the next open goes on. A moved-aside directory is removed to
+ * this depth at most. */
+#define SWEEP_MAX_REMOVALS 256
+#define BAD_TREE_MAX_DEPTH 8
+
+/* Removes directory `name` of dfd and what it holds, never following a
+ * symlink, spending at most *budget removals. 0 or an errno. */
+static int remove_tree_at(int dfd, const char *name, int depth, unsigned *budget) {
+    if (depth > BAD_TREE_MAX_DEPTH) return ELOOP;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | OPEN_FLAGS);
+    if (fd < 0) return errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int e = errno;
+        close(fd);
+        return e;
+    }
+    int err = 0;
+    struct dirent *e;
+    while (!err && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        struct stat st;
+        if (*budget == 0) err = EAGAIN;
+        else if (fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) err = errno;
+        else if (S_ISDIR(st.st_mode)) err = remove_tree_at(fd, e->d_name, depth + 1, budget);
+        else if (unlinkat(fd, e->d_name, 0) != 0) err = errno;
+        else (*budget)--;
+    }
+    closedir(d);
+    if (!err && *budget == 0) err = EAGAIN;
+    if (!err && unlinkat(dfd, name, AT_REMOVEDIR) != 0) err = errno;
+    if (!err) (*budget)--;
+    return err;
+}
+
+/* Removes lock file `name` of dfd when no process holds its lock: taken
+ * first, and removed only while it is still the file of that name, so a
+ * process that opens the name meanwhile sees the name gone after it gets the
+ * lock and opens it again (cache_lock checks). 0, or an errno (EWOULDBLOCK:
+ * held). */
+static int remove_lock_at(int dfd, const char *name) {
+    int fd = openat(dfd, name, O_RDWR | OPEN_FLAGS);
+    if (fd < 0) return errno;
+    int err = 0;
+    struct stat mine, now;
+    if (fstat(fd, &mine) != 0 || !S_ISREG(mine.st_mode)) err = EINVAL;
+    else if (flock(fd, LOCK_EX | LOCK_NB) != 0) err = errno;
+    else if (fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_ino != mine.st_ino ||
+             now.st_dev != mine.st_dev)
+        err = ENOENT; /* replaced meanwhile: not ours to remove */
+    else if (unlinkat(dfd, name, 0) != 0)
+        err = errno;
+    close(fd);
+    return err;
+}
+
+/* Removes one of our leftovers of any type (a moved-aside entry may be a
+ * directory or a FIFO). 0 or an errno. */
+static int remove_leftover_at(int dfd, const char *name, const struct stat *st, unsigned *budget) {
+    if (S_ISDIR(st->st_mode)) return remove_tree_at(dfd, name, 0, budget);
+    if (unlinkat(dfd, name, 0) != 0) return errno;
+    (*budget)--;
+    return 0;
+}
 
 static void sweep(const disk_cache *c) {
     DIR *d = opendir(c->dir);
     if (!d) return;
     const time_t now = time(NULL);
+    unsigned budget = SWEEP_MAX_REMOVALS;
     unsigned removed = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while (budget > 0 && (e = readdir(d))) {
         const char *n = e->d_name;
-        const int tmp = strncmp(n, ".tmp-", 5) == 0 && strncmp(n, ".tmp-probe-", 11) != 0;
-        const int bad = strstr(n, ".atbc") == NULL && strstr(n, ".bad-") != NULL;
-        if (!tmp && !bad) continue;
+        name_kind kind = classify(n);
+        if (kind != NAME_TMP && kind != NAME_BAD && kind != NAME_LOCK) continue;
         struct stat st;
-        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
         /* A rename keeps mtime but sets ctime: a bad file's age counts from the move. */
-        const time_t since = tmp ? st.st_mtime : st.st_ctime;
-        if (now - since > (tmp ? STALE_TMP_SECONDS : STALE_BAD_SECONDS) && unlinkat(dirfd(d), n, 0) == 0)
-            removed++;
+        if (kind == NAME_BAD && now - st.st_ctime > STALE_BAD_SECONDS) {
+            removed += remove_leftover_at(dirfd(d), n, &st, &budget) == 0;
+        } else if (kind == NAME_TMP && S_ISREG(st.st_mode) && now - st.st_mtime > STALE_TMP_SECONDS) {
+            removed += remove_leftover_at(dirfd(d), n, &st, &budget) == 0;
+        } else if (kind == NAME_LOCK && S_ISREG(st.st_mode) && now - st.st_mtime > STALE_LOCK_SECONDS) {
+            if (remove_lock_at(dirfd(d), n) == 0) {
+                removed++;
+                budget--;
+            }
+        }
     }
     closedir(d);
-    if (removed) log_line(c->log, ATTNBWD_LOG_INFO, "disk cache: removed %u stale temporary or bad file(s)", removed);
+    if (removed)
+        log_line(c->log, ATTNBWD_LOG_INFO, "disk cache: removed %u stale temporary, bad or lock file(s)", removed);
+}
+
+/* ---- trust ---------------------------------------------------------------- */
+
+/* NULL when the folder may be used as asked, else why not (into buf). For
+ * reading and writing: owned by the user or root, writable by neither group
+ * nor others. As a shared read-only store: any owner, not writable by
+ * others. The folder itself is checked, through a symlink to it if it is
+ * one: the user chose that path. */
+static const char *untrusted(const char *dir, int read_only_store, char *buf, size_t n) {
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        snprintf(buf, n, "cannot be examined: errno %d", errno);
+        return buf;
+    }
+    const uid_t me = geteuid();
+    const unsigned mode = (unsigned)st.st_mode & 07777;
+    if (read_only_store) {
+        if (st.st_mode & S_IWOTH) {
+            snprintf(buf, n, "is writable by every user (mode %04o), so anyone could plant kernels in it", mode);
+            return buf;
+        }
+        return NULL;
+    }
+    if (st.st_uid != me && st.st_uid != 0) {
+        snprintf(buf, n, "belongs to uid %ld, not to this user (uid %ld), who would run the kernels it holds",
+                 (long)st.st_uid, (long)me);
+        return buf;
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        snprintf(buf, n, "is writable by %s (mode %04o), who could plant kernels in it",
+                 st.st_mode & S_IWOTH ? "every user" : "its group", mode);
+        return buf;
+    }
+    return NULL;
+}
+
+/* The lock wait from $ATTNBWD_CACHE_LOCK_WAIT (seconds, fractions allowed),
+ * else the default. A value that is not a number >= 0 is warned about. */
+static int lock_wait_ms(const logger *log) {
+    const char *v = nonempty_env("ATTNBWD_CACHE_LOCK_WAIT");
+    if (!v) return CACHE_DEFAULT_LOCK_WAIT_MS;
+    char *end;
+    double s = strtod(v, &end);
+    if (end == v || *end != '\0' || !(s >= 0) || s > 86400) {
+        log_line(log, ATTNBWD_LOG_WARN, "ATTNBWD_CACHE_LOCK_WAIT=%s: want seconds from 0 to 86400; waiting %d s",
+                 v, CACHE_DEFAULT_LOCK_WAIT_MS / 1000);
+        return CACHE_DEFAULT_LOCK_WAIT_MS;
+    }
+    return (int)(s * 1000.0 + 0.5);
+}
+
+/* The mode asked for: options' `enabled`, then $ATTNBWD_CACHE ("0" off, "ro"
+ * read-only store, "1" or "rw" as the options say). Off by either wins. */
+static int asked_mode(int enabled, const char **why_off) {
+    const char *env = getenv("ATTNBWD_CACHE");
+    *why_off = NULL;
+    if (enabled == CACHE_OFF) {
+        *why_off = "disabled by options";
+        return CACHE_OFF;
+    }
+    if (env && strcmp(env, "0") == 0) {
+        *why_off = "ATTNBWD_CACHE=0";
+        return CACHE_OFF;
+    }
+    if (env && strcmp(env, "ro") == 0) return CACHE_READ_ONLY;
+    return enabled == CACHE_READ_ONLY ? CACHE_READ_ONLY : CACHE_READ_WRITE;
 }
 
 void cache_open(disk_cache *c, const char *explicit_dir, int enabled, const logger *log) {
-    c->dir = NULL;
-    c->writable = 0;
+    memset(c, 0, sizeof *c);
     c->log = log;
-    c->warned_write = 0;
+    c->lock_wait_ms = CACHE_DEFAULT_LOCK_WAIT_MS;
     cache_budget_init(c);
-    const char *env = getenv("ATTNBWD_CACHE");
-    if (!enabled || (env && strcmp(env, "0") == 0)) {
-        log_line(log, ATTNBWD_LOG_INFO, "disk cache off (%s)",
-                 enabled ? "ATTNBWD_CACHE=0" : "disabled by options");
+    const char *why_off;
+    const int mode = asked_mode(enabled, &why_off);
+    if (mode == CACHE_OFF) {
+        log_line(log, ATTNBWD_LOG_INFO, "disk cache off (%s)", why_off);
+        snprintf(c->mode, sizeof c->mode, "off (%s)", enabled == CACHE_OFF ? "--no-cache or options" : why_off);
         return;
     }
+    c->read_only_store = mode == CACHE_READ_ONLY;
+    c->lock_wait_ms = lock_wait_ms(log);
     char *dir = resolve_dir(explicit_dir);
     if (!dir) {
         log_line(log, ATTNBWD_LOG_WARN,
                  "disk cache off: no directory (set ATTNBWD_CACHE_DIR, XDG_CACHE_HOME or HOME)");
+        snprintf(c->mode, sizeof c->mode, "off (no directory)");
         return;
     }
-    char eb[128];
-    int err = mkdir_p(dir);
+    char eb[128], why[200];
+    /* A read-only store is not ours to create. */
+    int err = c->read_only_store ? 0 : mkdir_p(dir);
+    struct stat st;
+    if (!err && stat(dir, &st) != 0) err = errno;
+    else if (!err && !S_ISDIR(st.st_mode)) err = ENOTDIR;
     if (!err && access(dir, X_OK) != 0) err = errno; /* cannot even look inside */
     if (err) {
         log_line(log, ATTNBWD_LOG_WARN, "disk cache off: cannot use directory %s: %s", dir,
                  errstr(err, eb, sizeof eb));
+        snprintf(c->mode, sizeof c->mode, "off (cannot use the directory: %s)", errstr(err, eb, sizeof eb));
+        free(dir);
+        return;
+    }
+    if (untrusted(dir, c->read_only_store, why, sizeof why)) {
+        log_line(log, ATTNBWD_LOG_WARN,
+                 "disk cache off: refusing %s: it %s; kernels are kept in memory only (use a folder of your own "
+                 "that only you can write, or ATTNBWD_CACHE=ro to read a shared store)",
+                 dir, why);
+        snprintf(c->mode, sizeof c->mode, "off (refused: %.700s %s)", dir, why);
         free(dir);
         return;
     }
     c->dir = dir;
+    if (c->read_only_store) {
+        log_line(log, ATTNBWD_LOG_INFO, "disk cache in %s: a shared read-only store", dir);
+        snprintf(c->mode, sizeof c->mode, "read-only (a shared store: entries read and checked, never written)");
+        return;
+    }
     err = dir_unwritable(dir);
     c->writable = err == 0;
-    if (err)
+    if (err) {
         log_line(log, ATTNBWD_LOG_WARN,
                  "disk cache %s is not writable (%s): reading existing entries only", dir,
                  errstr(err, eb, sizeof eb));
-    else {
+        snprintf(c->mode, sizeof c->mode, "read-only (the folder is not writable: %s)", errstr(err, eb, sizeof eb));
+    } else {
         log_line(log, ATTNBWD_LOG_INFO, "disk cache in %s", dir);
+        snprintf(c->mode, sizeof c->mode, "read-write");
         sweep(c);
     }
 }
@@ -231,6 +442,7 @@ void cache_close(disk_cache *c) {
     free(c->dir);
     c->dir = NULL;
     c->writable = 0;
+    snprintf(c->mode, sizeof c->mode, "off (closed)");
 }
 
 void cache_key(const char *manifest, size_t len, char key_hex[CACHE_KEY_HEX + 1]) {
@@ -265,11 +477,17 @@ static uint64_t entry_checksum(const void *manifest, size_t mlen, const void *pa
 
 /* A damaged entry is moved aside (kept for a post-mortem) so the next put
  * rebuilds it. Only the file we read is moved: if another process renamed a
- * fresh entry onto the name meanwhile, that one is left alone. */
+ * fresh entry onto the name meanwhile, that one is left alone. A shared
+ * read-only store is never changed: the entry is only reported. */
 static void quarantine(disk_cache *c, const char *key, int fd, const char *path,
                        const char *why) {
+    if (c->read_only_store) {
+        log_line(c->log, ATTNBWD_LOG_WARN, "disk cache entry %s is damaged (%s): not used (read-only store)",
+                 path, why);
+        return;
+    }
     struct stat mine, now;
-    if (fstat(fd, &mine) != 0 || stat(path, &now) != 0 || mine.st_ino != now.st_ino ||
+    if (fstat(fd, &mine) != 0 || lstat(path, &now) != 0 || mine.st_ino != now.st_ino ||
         mine.st_dev != now.st_dev)
         return; /* already gone or replaced */
     char suffix[48];
@@ -315,9 +533,14 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
     if (!c || !c->dir || !valid_key(key_hex)) return 0;
     char *path = entry_path(c, key_hex, ".atbc");
     if (!path) return 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | OPEN_FLAGS);
     if (fd < 0) {
-        free(path); /* ENOENT is the ordinary miss; anything else is one too */
+        /* ENOENT is the ordinary miss; anything else is one too. A symlink
+         * is not followed: whatever it points to is not an entry we wrote. */
+        if (errno == ELOOP)
+            log_line(c->log, ATTNBWD_LOG_WARN,
+                     "disk cache entry %s is a symbolic link: refused, not followed (compiling instead)", path);
+        free(path);
         return 0;
     }
     int hit = 0;
@@ -328,7 +551,7 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
     uint64_t plen = 0;
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        why = "not a readable regular file";
+        why = S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file";
         goto done;
     }
     if ((uint64_t)st.st_size < HEADER_LEN) {
@@ -362,6 +585,10 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
                  path);
         goto done;
     }
+    /* The checksum is not keyed: anyone who can write the folder can make a
+     * matching one. The folder's trust is the boundary; this cheap check of
+     * the payload keeps a planted or garbled one from reaching the driver. */
+    if (c->check_payload && (why = c->check_payload(data, (size_t)plen, c->check_user))) goto done;
     *payload = data;
     *payload_len = (size_t)plen;
     data = NULL;
@@ -413,7 +640,7 @@ static int write_all(int fd, const void *buf, size_t n) {
 }
 
 static void warn_write(disk_cache *c, int err, const char *what, const char *path) {
-    int bit = (err == ENOSPC || err == EDQUOT)                    ? WARN_NOSPACE
+    int bit = (err == ENOSPC || err == EDQUOT || err == EFBIG)     ? WARN_NOSPACE
               : (err == EACCES || err == EPERM || err == EROFS) ? WARN_DENIED
                                                                 : WARN_OTHER;
     /* Several threads may fail at once: an atomic or keeps it to one line. */
@@ -425,11 +652,27 @@ static void warn_write(disk_cache *c, int err, const char *what, const char *pat
              what, path, errstr(err, eb, sizeof eb));
 }
 
+/* 1 when a file of `bytes` bytes may be written under the process's file
+ * size limit (ulimit -f). Past it, write() raises SIGXFSZ, which kills the
+ * process by default; a library must not change the host's signal handling,
+ * so the write is not started instead. */
+static int size_limit_allows(uint64_t bytes) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1;
+    return bytes <= (uint64_t)rl.rlim_cur;
+}
+
 int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
               const void *payload, size_t payload_len) {
     if (!c || !c->dir || !c->writable || !valid_key(key_hex)) return 0;
     if (manifest_len > MAX_MANIFEST || (uint64_t)payload_len > MAX_PAYLOAD) return 0;
     if (!cache_budget_admits(c, HEADER_LEN + (uint64_t)manifest_len + payload_len)) return 0;
+    if (!size_limit_allows(HEADER_LEN + (uint64_t)manifest_len + payload_len)) {
+        char *final = entry_path(c, key_hex, ".atbc");
+        warn_write(c, EFBIG, "write", final ? final : c->dir);
+        free(final);
+        return 0;
+    }
     unsigned char hdr[HEADER_LEN];
     memcpy(hdr, CACHE_MAGIC, 8);
     put_u32(hdr + 8, CACHE_FORMAT);
@@ -453,7 +696,7 @@ int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t m
 
     int ok = 0;
     const char *what = "create";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | OPEN_FLAGS, 0644);
     if (fd >= 0) {
         what = "write";
         /* fsync before rename: after a crash the name holds the whole entry
@@ -492,31 +735,106 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Opens <key>.lock, creating it: never through a symlink, only a regular
+ * file. -1 on failure. */
+static int open_lock_file(const char *path) {
+    int fd = open(path, O_RDWR | O_CREAT | OPEN_FLAGS, 0644);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* 1 when fd is still the file named path (a sweep may have removed the name
+ * between our open and our lock; then the lock guards nothing). */
+static int still_named(int fd, const char *path) {
+    struct stat mine, now;
+    return fstat(fd, &mine) == 0 && lstat(path, &now) == 0 && mine.st_ino == now.st_ino &&
+           mine.st_dev == now.st_dev;
+}
+
+/* The holder writes its pid into the lock file, for waiters' messages; it
+ * also marks the file used now (mtime), which the sweep goes by. */
+static void write_holder(int fd) {
+    char text[32];
+    int n = snprintf(text, sizeof text, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, text, (size_t)n, 0) < 0) {
+        /* only a message loses its pid */
+    }
+}
+
+static long read_holder(int fd) {
+    char text[32] = {0};
+    if (pread(fd, text, sizeof text - 1, 0) <= 0) return 0;
+    char *end;
+    long pid = strtol(text, &end, 10);
+    return end != text && pid > 0 ? pid : 0;
+}
+
+/* A wait shorter than this stays silent: two processes compiling the same
+ * kernel at once is ordinary, and the first one takes a second or so. */
+#define LOCK_QUIET_MS 1000
+
+static void say_waiting(const disk_cache *c, const char *key, const char *path, int fd, int timeout_ms) {
+    long pid = read_holder(fd);
+    char holder[48];
+    if (pid) snprintf(holder, sizeof holder, "process %ld", pid);
+    else snprintf(holder, sizeof holder, "another process");
+    log_line(c->log, ATTNBWD_LOG_WARN,
+             "disk cache: waiting up to %.1f s for kernel %s, which %s is compiling (it holds %s); past that, "
+             "compiling it here without the lock (ATTNBWD_CACHE_LOCK_WAIT sets the wait)",
+             timeout_ms / 1000.0, key, holder, path);
+}
+
 int cache_lock(disk_cache *c, const char *key_hex, int timeout_ms) {
-    if (!c || !c->dir || !c->writable || !valid_key(key_hex)) return -1;
+    if (!c || !c->dir || !c->writable || c->read_only_store || !valid_key(key_hex)) return -1;
+    if (timeout_ms < 0) timeout_ms = c->lock_wait_ms;
     char *path = entry_path(c, key_hex, ".lock");
     if (!path) return -1;
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    free(path);
-    if (fd < 0) return -1;
     /* Poll rather than block: flock has no timeout, and a signal-based
      * alarm would disturb the host process. */
-    double deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-    for (;;) {
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
-        if (errno != EWOULDBLOCK && errno != EINTR) break; /* e.g. ENOLCK on some NFS */
-        if (now_ms() >= deadline) break;
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+    const double start = now_ms(), deadline = start + timeout_ms;
+    const double quiet = timeout_ms / 4 < LOCK_QUIET_MS ? timeout_ms / 4 : LOCK_QUIET_MS;
+    int said = 0, fd = -1;
+    for (int reopen = 0; reopen < 8; reopen++) { /* a sweep removed the name: open it again */
+        fd = open_lock_file(path);
+        if (fd < 0) break;
+        for (;;) {
+            if (flock(fd, LOCK_EX | LOCK_NB) == 0) break;
+            if ((errno != EWOULDBLOCK && errno != EINTR) || now_ms() >= deadline) { /* ENOLCK on some NFS */
+                if (errno == EWOULDBLOCK)
+                    log_line(c->log, ATTNBWD_LOG_INFO, "disk cache: stopped waiting for %s after %.1f s", path,
+                             (now_ms() - start) / 1000.0);
+                close(fd);
+                free(path);
+                return -1;
+            }
+            if (!said && now_ms() - start >= quiet) {
+                say_waiting(c, key_hex, path, fd, timeout_ms);
+                said = 1;
+            }
+            struct timespec ts = {0, 10 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        if (still_named(fd, path)) {
+            write_holder(fd);
+            free(path);
+            return fd;
+        }
+        close(fd);
+        fd = -1;
     }
-    close(fd);
+    free(path);
     return -1;
 }
 
 void cache_unlock(int fd) {
     if (fd < 0) return;
-    /* The lock file stays: removing it would race with a process that has it
-     * open and is about to lock it, and two holders would result. */
+    /* The lock file stays: removing it here would race with a process that
+     * has it open and is about to lock it. The sweep removes unused ones
+     * safely (remove_lock_at). */
     flock(fd, LOCK_UN);
     close(fd);
 }
@@ -530,21 +848,31 @@ int cache_clear(disk_cache *c, uint64_t *files, uint64_t *bytes) {
     DIR *d = opendir(c->dir);
     if (!d) return errno;
     int err = 0;
+    unsigned budget = UINT32_MAX; /* clear is asked for: no bound but the folder's size */
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *n = e->d_name;
-        size_t len = strlen(n);
-        const int entry = n[0] != '.' && len > 5 && strcmp(n + len - 5, ".atbc") == 0;
-        const int leftover = (strncmp(n, ".tmp-", 5) == 0) || (strstr(n, ".bad-") && !strstr(n, ".atbc"));
-        if (!entry && !leftover) continue;
+        name_kind kind = classify(n);
+        if (kind == NAME_OTHER) continue;
         struct stat st;
-        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
-        if (unlinkat(dirfd(d), n, 0) != 0) {
-            if (errno != ENOENT) err = errno; /* ENOENT: another process removed it first */
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        int r;
+        if (kind == NAME_LOCK) { /* bookkeeping, not counted; a held one or a non-file stays */
+            if (S_ISREG(st.st_mode)) remove_lock_at(dirfd(d), n);
+            continue;
+        } else if (kind == NAME_BAD) {
+            r = remove_leftover_at(dirfd(d), n, &st, &budget);
+        } else if (S_ISREG(st.st_mode)) {
+            r = unlinkat(dirfd(d), n, 0) == 0 ? 0 : errno;
+        } else {
+            continue; /* an entry's or temporary's name on something else: not ours */
+        }
+        if (r != 0) {
+            if (r != ENOENT) err = r; /* ENOENT: another process removed it first */
             continue;
         }
         *files += 1;
-        *bytes += (uint64_t)st.st_size;
+        *bytes += S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
     }
     closedir(d);
     return err;
@@ -558,10 +886,9 @@ void cache_usage(const disk_cache *c, uint64_t *bytes, uint64_t *entries) {
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {
-        size_t n = strlen(e->d_name);
-        if (e->d_name[0] == '.' || n < 5 || strcmp(e->d_name + n - 5, ".atbc") != 0) continue;
+        if (classify(e->d_name) != NAME_ENTRY) continue;
         struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
         *bytes += (uint64_t)st.st_size;
         *entries += 1;
     }

@@ -16,8 +16,22 @@
  * checksum) is moved aside to <key>.bad-<pid>, reported, and rebuilt.
  *
  * Two processes that miss the same key compile once: cache_lock() takes
- * <key>.lock with flock, waiting up to a timeout, after which the caller
- * compiles without it. */
+ * <key>.lock with flock, waiting a bounded time, after which the caller
+ * compiles without it.
+ *
+ * Trust: whoever can write the folder chooses the kernels we launch, so a
+ * folder is used for reading and writing only when it belongs to the user
+ * (or root) and nobody else may write it; otherwise it is refused with a
+ * warning and kernels stay in memory. A shared read-only store (options
+ * disk_cache = 2 or ATTNBWD_CACHE=ro) may belong to anyone but must not be
+ * writable by others; it is never written or locked, and every entry is
+ * still checked. Every file is opened with O_NOFOLLOW and O_NONBLOCK and
+ * used only when fstat says it is a regular file, so neither a symlink nor
+ * a FIFO planted under an entry's name is followed or waited on.
+ *
+ * Names: only names exactly of our forms are ever removed or moved:
+ * <key>.atbc, <key>.lock, <key>.bad-<pid>, .tmp-<key>-<pid>-<n> and
+ * .tmp-probe-<pid>-<n> (key: 32 lowercase hex digits). */
 #ifndef ATTNBWD_CACHE_H
 #define ATTNBWD_CACHE_H
 
@@ -29,6 +43,16 @@
 
 #define CACHE_KEY_HEX 32
 
+/* cache_open's `enabled` (options.disk_cache). */
+enum { CACHE_OFF = 0, CACHE_READ_WRITE = 1, CACHE_READ_ONLY = 2 };
+
+/* Checks a payload that matched its manifest before it is returned (the
+ * library's: a cubin for the context's arch). NULL when it is fine, else
+ * why not; the entry is then treated as damaged. */
+typedef const char *(*cache_payload_check)(const void *payload, size_t len, void *user);
+
+#define CACHE_DEFAULT_LOCK_WAIT_MS 120000 /* a compile takes seconds; past this, compile anyway */
+
 typedef struct disk_cache {
     char *dir;          /* NULL when the cache is off or unusable */
     int writable;       /* 0: read what is there, write nothing */
@@ -38,12 +62,19 @@ typedef struct disk_cache {
      * folder's stats file (cache_budget.c). */
     uint64_t max_bytes;
     _Atomic uint64_t hits, misses, evicted, evicted_bytes;
+    int read_only_store; /* asked for as a shared read-only store: never written, locked or swept */
+    int lock_wait_ms;   /* a waiter's bound for another process's lock ($ATTNBWD_CACHE_LOCK_WAIT) */
+    cache_payload_check check_payload; /* NULL: payloads are not checked */
+    void *check_user;
+    char mode[1024];    /* how the cache is used, for `info`: "read-write", "read-only (...)", "off (...)" */
 } disk_cache;
 
 /* Resolve the directory (explicit > $ATTNBWD_CACHE_DIR > $XDG_CACHE_HOME/attnbwd
- * > $HOME/.cache/attnbwd), create it 0700 if missing. enabled = 0 or
- * $ATTNBWD_CACHE=0 turns it off. A directory that cannot be created or written
- * degrades to read-only or off with one warning; never fails. */
+ * > $HOME/.cache/attnbwd), create it 0700 if missing. enabled: CACHE_OFF,
+ * CACHE_READ_WRITE or CACHE_READ_ONLY; $ATTNBWD_CACHE=0 turns it off and
+ * $ATTNBWD_CACHE=ro makes it read-only. A directory that cannot be created or
+ * written degrades to read-only or off with one warning, one that is not
+ * trusted (see above) to off with one warning; never fails. */
 void cache_open(disk_cache *c, const char *explicit_dir, int enabled, const logger *log);
 void cache_close(disk_cache *c);
 
@@ -67,15 +98,17 @@ int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t m
               const void *payload, size_t payload_len);
 
 /* Per-key inter-process lock. Returns an fd >= 0 when held, -1 when the lock
- * could not be had within timeout_ms (or the cache is read-only/off): then
- * the caller goes on without it. */
+ * could not be had within timeout_ms (< 0: c->lock_wait_ms), or the cache is
+ * read-only or off: then the caller goes on without it. A wait that lasts
+ * says once, at the warning level, which key and lock file it waits for and
+ * the holder's pid (written into the lock file by its holder). */
 int cache_lock(disk_cache *c, const char *key_hex, int timeout_ms);
 void cache_unlock(int fd);
 
-/* Removes every entry (*.atbc) and every leftover (.tmp-*, *.bad-*) of the
- * directory; lock files stay (another process may hold one). Counts what it
- * removed. Returns 0, or an errno when the directory cannot be read or an
- * entry cannot be removed. */
+/* Removes every entry, temporary file, moved-aside entry and lock file no
+ * process holds, by the names above (nothing else of the folder). Counts
+ * what it removed but the lock files (bookkeeping). Returns 0, or an errno
+ * when the directory cannot be read or an entry cannot be removed. */
 int cache_clear(disk_cache *c, uint64_t *files, uint64_t *bytes);
 
 /* Bytes and entry count of the *.atbc files in the directory. */

@@ -64,6 +64,13 @@ typedef struct kernel_table {
     size_t cap, len;
 } kernel_table;
 
+/* tuning_file.c: the user's tuning table, <cache folder>/tuning.lua. */
+typedef struct tuning_file {
+    char path[4096]; /* "" when there is no folder or no file */
+    char gpu[128];   /* the GPU model the table says it was measured on */
+    char rejected[640]; /* why the file is not used ("" when it is, or there is none) */
+} tuning_file;
+
 struct attnbwd_ctx {
     logger log;
     int device_ordinal;
@@ -86,6 +93,8 @@ struct attnbwd_ctx {
     char tuning_table_path[64]; /* "lua/<table>.lua" for attnbwd_ctx_info */
     char scripts_hash[GEN_SCRIPTS_HASH_LEN]; /* the disk cache keys' name for the scripts (gen_scripts_hash) */
     int verify_hits;         /* $ATTNBWD_CACHE_VERIFY=1: a disk hit renders again and compares */
+    tuning_file tuning;      /* the user's tuning table as found at open */
+    char user_tuning_note[1024]; /* for ctx_info.user_tuning_table: which table is in effect */
 };
 
 /* kernel_table.c */
@@ -124,6 +133,18 @@ attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit
 /* dump.c */
 void dump_kernel(const attnbwd_ctx *ctx, const attnbwd_kernel *k, const char *options,
                  const char *log, const char *manifest);
+
+/* cubin_check.c: NULL when data looks like a cubin NVRTC made for arch's SM
+ * (ELF for CUDA, an executable, tables inside the file), else why not. */
+const char *cubin_check(const void *data, size_t len, const char *arch);
+
+/* tuning_file.c (the tuning_file struct is above attnbwd_ctx) */
+/* Reads and checks the table (a regular file, not a symlink, at most 1 MiB,
+ * a Lua chunk returning { gpu = "...", entries = {...} } within the
+ * instruction budget). Returns its text (malloc'd) or NULL; a table that is
+ * there but refused is a warning at the default level naming the file, the
+ * line and why, and t->rejected says so. */
+char *tuning_file_read(const disk_cache *c, const logger *log, tuning_file *t);
 
 double now_seconds(void);
 

@@ -36,8 +36,13 @@
 
 static atomic_int n_warn, n_info;
 
+/* The last warning's text, for tests that check what it says (the tests
+ * that read it log from one thread). */
+static char last_warn[2048];
+
 static void count_log(int level, const char *line, void *user) {
     (void)user;
+    if (level == ATTNBWD_LOG_WARN) snprintf(last_warn, sizeof last_warn, "%s", line);
     if (level == ATTNBWD_LOG_WARN) atomic_fetch_add(&n_warn, 1);
     else atomic_fetch_add(&n_info, 1);
     if (getenv("TEST_CACHE_VERBOSE")) fprintf(stderr, "  [log %d] %s\n", level, line);
@@ -46,6 +51,7 @@ static void count_log(int level, const char *line, void *user) {
 static const logger LG = {ATTNBWD_LOG_DEBUG, count_log, NULL};
 
 static void reset_counts(void) {
+    last_warn[0] = '\0';
     atomic_store(&n_warn, 0);
     atomic_store(&n_info, 0);
 }
@@ -736,7 +742,7 @@ static void test_read_only(void **state) {
 static void test_probe_full_fs(void **state) {
     (void)state;
     char *dir = make_tmpdir();
-    if (geteuid() != 0 || mount("tmpfs", dir, "tmpfs", 0, "nr_inodes=8,size=1m") != 0) {
+    if (geteuid() != 0 || mount("tmpfs", dir, "tmpfs", 0, "nr_inodes=8,size=1m,mode=0700") != 0) {
         rmdir(dir);
         free(dir);
         skip();
@@ -867,9 +873,10 @@ static void test_put_failure(void **state) {
 
 /* ---- switches and directory resolution -------------------------------------------- */
 
-/* Opening a writable cache removes what dead writers and old quarantines
- * left: .tmp-* over an hour old, *.bad-* moved aside over a week ago; it
- * keeps fresh ones, entries and lock files. */
+/* Opening a writable cache removes what dead writers, old quarantines and
+ * unused locks left: .tmp-<key>-<pid>-<n> over an hour old, <key>.bad-<pid>
+ * moved aside over a week ago, <key>.lock unused for an hour and not held;
+ * it keeps fresh ones, held locks, entries, and every name not of our forms. */
 static void touch_aged(const char *dir, const char *name, long age_seconds) {
     char *p = join(dir, name);
     FILE *f = fopen(p, "w");
@@ -884,30 +891,338 @@ static void touch_aged(const char *dir, const char *name, long age_seconds) {
     free(p);
 }
 
+/* Names that look like leftovers but are not ours: never touched, by the
+ * sweep or by cache_clear, however old. */
+static const char *const foreign_names[] = {
+    ".tmp-foo", "thesis.bad-draft.txt", ".tmp-probe-x", "notes.lock", "draft.atbc.bak",
+    ".tmp-0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef.bad-x",
+    "0123456789ABCDEF0123456789ABCDEF.atbc", "0123456789abcdef0123456789abcdef.lock~",
+};
+#define N_FOREIGN (sizeof foreign_names / sizeof foreign_names[0])
+
+static void plant_foreign(const char *dir) {
+    for (size_t i = 0; i < N_FOREIGN; i++) touch_aged(dir, foreign_names[i], 30L * 24 * 3600);
+}
+
+static void assert_foreign_kept(const char *dir) {
+    for (size_t i = 0; i < N_FOREIGN; i++) {
+        char *p = join(dir, foreign_names[i]);
+        if (!exists(p)) fprintf(stderr, "removed: %s\n", foreign_names[i]);
+        assert_true(exists(p));
+        free(p);
+    }
+}
+
 static void test_sweep(void **state) {
     (void)state;
     char *dir = make_tmpdir();
     disk_cache c;
     cache_open(&c, dir, 1, &LG);
     const char *manifest = "m";
-    char key[CACHE_KEY_HEX + 1];
+    char key[CACHE_KEY_HEX + 1], held[CACHE_KEY_HEX + 1], name[128];
     cache_key(manifest, 1, key);
+    cache_key("held", 4, held);
     assert_int_equal(cache_put(&c, key, manifest, 1, "payload", 7), 1);
+    int hold = cache_lock(&c, held, 0); /* another open file: its lock excludes the sweep's */
+    assert_true(hold >= 0);
     cache_close(&c);
-    touch_aged(dir, ".tmp-old-1-1", 2 * 3600);
-    touch_aged(dir, ".tmp-new-1-2", 60);
-    touch_aged(dir, "0123.lock", 30 * 24 * 3600);
+    snprintf(name, sizeof name, ".tmp-%s-1-1", key);
+    touch_aged(dir, name, 2 * 3600);
+    snprintf(name, sizeof name, ".tmp-%s-1-2", key);
+    touch_aged(dir, name, 60);
+    touch_aged(dir, ".tmp-probe-7-3", 2 * 3600);
+    snprintf(name, sizeof name, "%s.lock", key);
+    touch_aged(dir, name, 30 * 24 * 3600);
+    snprintf(name, sizeof name, "%s.lock", held);
+    touch_aged(dir, name, 30 * 24 * 3600);
     /* A bad file's age counts from its move (ctime), which is now: kept. */
-    touch_aged(dir, "0123.bad-42", 30 * 24 * 3600);
+    snprintf(name, sizeof name, "%s.bad-42", key);
+    touch_aged(dir, name, 30 * 24 * 3600);
+    plant_foreign(dir);
     cache_open(&c, dir, 1, &LG);
-    assert_int_equal(count_files(dir, ".tmp-old", ""), 0);
-    assert_int_equal(count_files(dir, ".tmp-new", ""), 1);
-    assert_int_equal(count_files(dir, "0123.lock", ""), 1);
-    assert_int_equal(count_files(dir, "0123.bad-", ""), 1);
+    assert_int_equal(count_files(dir, ".tmp-", "-1-1"), 0);
+    assert_int_equal(count_files(dir, ".tmp-", "-1-2"), 1);
+    assert_int_equal(count_files(dir, ".tmp-probe-7", ""), 0);
+    assert_int_equal(count_files(dir, key, ".lock"), 0);  /* unused and not held: removed */
+    assert_int_equal(count_files(dir, held, ".lock"), 1); /* held: stays */
+    assert_int_equal(count_files(dir, key, ".bad-42"), 1);
+    assert_foreign_kept(dir);
     void *payload = NULL;
     size_t len = 0;
     assert_int_equal(cache_get(&c, key, manifest, 1, &payload, &len), 1); /* the entry is untouched */
     free(payload);
+
+    /* cache_clear: every entry and leftover of ours, a moved-aside directory
+     * with what it holds included; held locks and foreign names stay. */
+    snprintf(name, sizeof name, "%s.bad-43", key);
+    char *bad_dir = join(dir, name);
+    assert_int_equal(mkdir(bad_dir, 0700), 0);
+    touch_aged(bad_dir, "inside", 0);
+    char *deeper = join(bad_dir, "deeper");
+    assert_int_equal(mkdir(deeper, 0700), 0);
+    touch_aged(deeper, "more", 0);
+    uint64_t files = 0, bytes = 0;
+    assert_int_equal(cache_clear(&c, &files, &bytes), 0);
+    assert_false(exists(bad_dir));
+    assert_int_equal(count_files(dir, key, ""), 0);
+    assert_int_equal(count_files(dir, ".tmp-", "-1-2"), 0);
+    assert_int_equal(count_files(dir, held, ".lock"), 1);
+    assert_foreign_kept(dir);
+    assert_true(files >= 4); /* the entry, the fresh temporary, the bad file, the bad directory */
+    cache_unlock(hold);
+    assert_int_equal(cache_clear(&c, &files, &bytes), 0); /* now the lock is free: it goes too */
+    assert_int_equal(count_files(dir, held, ".lock"), 0);
+    assert_foreign_kept(dir);
+    cache_close(&c);
+    free(deeper);
+    free(bad_dir);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* ---- trust: whose folder, which files ------------------------------------------------ */
+
+/* A folder others may write is refused: one warning naming it and why, and
+ * nothing is read from or written to it. */
+static void assert_refused(const char *dir, int enabled, const char *why) {
+    disk_cache c;
+    reset_counts();
+    int files_before = count_files(dir, "", "");
+    cache_open(&c, dir, enabled, &LG);
+    assert_null(c.dir);
+    assert_false(c.writable);
+    assert_int_equal(atomic_load(&n_warn), 1);
+    assert_non_null(strstr(last_warn, dir));
+    assert_non_null(strstr(last_warn, why));
+    char key[CACHE_KEY_HEX + 1];
+    cache_key("m", 1, key);
+    assert_false(get_hits(&c, key, "m", 1));
+    assert_int_equal(cache_put(&c, key, "m", 1, "p", 1), 0);
+    assert_int_equal(count_files(dir, "", ""), files_before);
+    cache_close(&c);
+}
+
+static void test_folder_trust(void **state) {
+    (void)state;
+    char *dir = make_tmpdir();
+    char key[CACHE_KEY_HEX + 1];
+    cache_key("m", 1, key);
+    disk_cache c;
+    cache_open(&c, dir, 1, &LG);
+    assert_int_equal(cache_put(&c, key, "m", 1, "p", 1), 1);
+    cache_close(&c);
+
+    assert_int_equal(chmod(dir, 0777), 0);
+    assert_refused(dir, 1, "writable by every user");
+    assert_refused(dir, 2, "writable by every user"); /* not even as a read-only store */
+    assert_int_equal(chmod(dir, 01777), 0);            /* sticky, as /tmp: still anyone's */
+    assert_refused(dir, 1, "writable by every user");
+    assert_int_equal(chmod(dir, 0770), 0);
+    assert_refused(dir, 1, "writable by its group");
+
+    /* A group-writable store asked for as read-only: read, never written. */
+    reset_counts();
+    cache_open(&c, dir, 2, &LG);
+    assert_non_null(c.dir);
+    assert_false(c.writable);
+    assert_int_equal(atomic_load(&n_warn), 0);
+    assert_true(get_hits(&c, key, "m", 1));
+    cache_close(&c);
+
+    if (geteuid() == 0) { /* another user's folder: only root can make one here */
+        assert_int_equal(chmod(dir, 0755), 0);
+        assert_int_equal(chown(dir, 65534, 65534), 0);
+        assert_refused(dir, 1, "belongs to uid 65534");
+        setenv("ATTNBWD_CACHE", "ro", 1); /* the user says: a shared read-only store */
+        reset_counts();
+        cache_open(&c, dir, 1, &LG);
+        unsetenv("ATTNBWD_CACHE");
+        assert_non_null(c.dir);
+        assert_false(c.writable);
+        assert_true(c.read_only_store);
+        assert_true(get_hits(&c, key, "m", 1));
+        char key2[CACHE_KEY_HEX + 1];
+        cache_key("m2", 2, key2);
+        assert_int_equal(cache_put(&c, key2, "m2", 2, "p", 1), 0);
+        assert_int_equal(cache_lock(&c, key2, 0), -1);
+        assert_int_equal(atomic_load(&n_warn), 0);
+        assert_non_null(strstr(c.mode, "read-only"));
+        /* A damaged entry is reported and not used, but left in place. */
+        char *path = entry_file(dir, key);
+        assert_int_equal(truncate(path, 20), 0);
+        assert_false(get_hits(&c, key, "m", 1));
+        assert_int_equal(atomic_load(&n_warn), 1);
+        assert_true(exists(path));
+        assert_int_equal(count_files(dir, "", ""), 1); /* no lock, no temporary, nothing moved */
+        free(path);
+        cache_close(&c);
+        assert_int_equal(chown(dir, 0, 0), 0);
+    }
+    rm_rf(dir);
+    free(dir);
+}
+
+/* No file of the folder is opened through a symlink, and none that is not a
+ * regular file is waited on or read. */
+static void test_symlinks_and_fifos(void **state) {
+    (void)state;
+    char *dir = make_tmpdir();
+    disk_cache c;
+    cache_open(&c, dir, 1, &LG);
+    char a[CACHE_KEY_HEX + 1], b[CACHE_KEY_HEX + 1];
+    cache_key("a", 1, a);
+    cache_key("b", 1, b);
+    assert_int_equal(cache_put(&c, a, "a", 1, "payload a", 9), 1);
+
+    /* b's entry a symlink to a's (a sound entry of another manifest): refused
+     * as a symlink, not reported as a hash collision; a put replaces the link. */
+    char *pa = entry_file(dir, a), *pb = entry_file(dir, b);
+    assert_int_equal(symlink(pa, pb), 0);
+    reset_counts();
+    assert_false(get_hits(&c, b, "b", 1));
+    assert_int_equal(atomic_load(&n_warn), 1);
+    assert_non_null(strstr(last_warn, "symbolic link"));
+    assert_null(strstr(last_warn, "collision"));
+    assert_int_equal(cache_put(&c, b, "b", 1, "payload b", 9), 1);
+    struct stat st;
+    assert_int_equal(lstat(pb, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_true(get_hits(&c, a, "a", 1)); /* the link's target is untouched */
+
+    /* A lock file that is a symlink: never followed, so nothing is created
+     * where it points. */
+    char name[64];
+    snprintf(name, sizeof name, "%s.lock", a);
+    char *lock = join(dir, name), *victim = join(dir, "victim");
+    assert_int_equal(symlink(victim, lock), 0);
+    assert_int_equal(cache_lock(&c, a, 0), -1);
+    assert_false(exists(victim));
+
+    /* FIFOs under an entry's and a lock's name: the calls return at once. A
+     * child does them, so a call that blocks is a failed test, not a hang. */
+    cache_close(&c);
+    char *pf = entry_file(dir, b);
+    unlink(pf);
+    assert_int_equal(mkfifo(pf, 0600), 0);
+    unlink(lock);
+    assert_int_equal(mkfifo(lock, 0600), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        alarm(10);
+        disk_cache r;
+        cache_open(&r, dir, 1, &LG);
+        double t0 = now_ms();
+        CHILD_CHECK(!get_hits(&r, b, "b", 1), 2);
+        CHILD_CHECK(cache_lock(&r, a, 100) == -1, 3);
+        CHILD_CHECK(now_ms() - t0 < 2000, 4);
+        cache_close(&r);
+        _exit(0);
+    }
+    assert_child_ok(pid);
+    free(pf);
+    free(lock);
+    free(victim);
+    free(pa);
+    free(pb);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* A lock another process holds: the waiter waits the configured time, says
+ * once what it waits for (key, lock file, holder's pid), then goes on. */
+static void test_lock_wait_message(void **state) {
+    (void)state;
+    char *dir = make_tmpdir();
+    char key[CACHE_KEY_HEX + 1];
+    cache_key("waited for", 10, key);
+    int to_child[2], to_parent[2];
+    assert_int_equal(pipe(to_child), 0);
+    assert_int_equal(pipe(to_parent), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(to_child[1]);
+        close(to_parent[0]);
+        disk_cache c;
+        cache_open(&c, dir, 1, &LG);
+        int fd = cache_lock(&c, key, 0);
+        CHILD_CHECK(fd >= 0, 2);
+        CHILD_CHECK(write(to_parent[1], "L", 1) == 1, 3);
+        char ch;
+        CHILD_CHECK(read(to_child[0], &ch, 1) >= 0, 4); /* held until the parent is done (or gone) */
+        cache_unlock(fd);
+        _exit(0);
+    }
+    close(to_child[0]);
+    close(to_parent[1]);
+    char ch;
+    assert_int_equal(read(to_parent[0], &ch, 1), 1);
+    setenv("ATTNBWD_CACHE_LOCK_WAIT", "0.4", 1);
+    disk_cache c;
+    reset_counts();
+    cache_open(&c, dir, 1, &LG);
+    unsetenv("ATTNBWD_CACHE_LOCK_WAIT");
+    assert_int_equal(c.lock_wait_ms, 400);
+    double t0 = now_ms();
+    int fd = cache_lock(&c, key, -1); /* the configured wait */
+    double waited = now_ms() - t0;
+    assert_int_equal(fd, -1);
+    assert_true(waited >= 395);
+    assert_true(waited < 3000);
+    assert_int_equal(atomic_load(&n_warn), 1);
+    char want[64];
+    snprintf(want, sizeof want, "process %ld", (long)pid);
+    assert_non_null(strstr(last_warn, key));
+    assert_non_null(strstr(last_warn, ".lock"));
+    assert_non_null(strstr(last_warn, want));
+    assert_int_equal(write(to_child[1], "g", 1), 1);
+    assert_child_ok(pid);
+    cache_close(&c);
+
+    /* A bad value is warned about and the default kept. */
+    setenv("ATTNBWD_CACHE_LOCK_WAIT", "soon", 1);
+    reset_counts();
+    cache_open(&c, dir, 1, &LG);
+    unsetenv("ATTNBWD_CACHE_LOCK_WAIT");
+    assert_int_equal(c.lock_wait_ms, CACHE_DEFAULT_LOCK_WAIT_MS);
+    assert_int_equal(atomic_load(&n_warn), 1);
+    assert_non_null(strstr(last_warn, "ATTNBWD_CACHE_LOCK_WAIT"));
+    cache_close(&c);
+    close(to_child[1]);
+    close(to_parent[0]);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* Under `ulimit -f` a write past the limit would raise SIGXFSZ, which kills
+ * the process: the put is not started, with one warning, and the process
+ * lives (the child keeps SIGXFSZ's default action). */
+static void test_file_size_limit(void **state) {
+    (void)state;
+    char *dir = make_tmpdir();
+    disk_cache c;
+    cache_open(&c, dir, 1, &LG);
+    char key[CACHE_KEY_HEX + 1];
+    cache_key("m", 1, key);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_DFL);
+        struct rlimit rl = {1000, 1000};
+        CHILD_CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0, 2);
+        reset_counts();
+        unsigned char *p = make_payload(3, 5000);
+        CHILD_CHECK(cache_put(&c, key, "m", 1, p, 5000) == 0, 3);
+        CHILD_CHECK(atomic_load(&n_warn) == 1, 4);
+        CHILD_CHECK(strstr(last_warn, "too large") != NULL, 5);
+        CHILD_CHECK(cache_put(&c, key, "m", 1, p, 100) == 1, 6); /* under the limit: fine */
+        free(p);
+        _exit(0);
+    }
+    assert_child_ok(pid);
+    assert_true(get_hits(&c, key, "m", 1));
+    assert_int_equal(count_files(dir, ".tmp-", ""), 0);
     cache_close(&c);
     rm_rf(dir);
     free(dir);
@@ -1069,6 +1384,10 @@ int main(void) {
         cmocka_unit_test(test_off_switches),
         cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_dir_resolution),
+        cmocka_unit_test(test_folder_trust),
+        cmocka_unit_test(test_symlinks_and_fifos),
+        cmocka_unit_test(test_lock_wait_message),
+        cmocka_unit_test(test_file_size_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

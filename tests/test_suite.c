@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "suite.h"
@@ -198,6 +199,59 @@ static void test_lua_errors(void **state) {
     (void)m;
 }
 
+/* A suite is data: text chunks only and no file access, so a shared suite
+ * file cannot run bytecode (which Lua does not verify) or read the user's
+ * files; a loop that does not end stops under the instruction budget. */
+static void test_lua_sandbox(void **state) {
+    (void)state;
+    char path[256];
+    /* Bytecode made in the suite itself: string.dump is gone. */
+    const char *m = load_bad(".lua",
+                             "local d = string.dump(function() return {{ batch = 1, heads = 1, seq_len = 4 }} end)\n"
+                             "return load(d)()\n",
+                             ATTNBWD_ERR_INVALID_ARGUMENT, path, sizeof path);
+    assert_non_null(strstr(m, "dump"));
+    /* A binary chunk as a string: refused by load, whatever mode it asks for. */
+    m = load_bad(".lua", "local f, why = load('\\27LuaT\\0' .. string.rep('\\0', 64))\nreturn assert(f, why)()\n",
+                 ATTNBWD_ERR_INVALID_ARGUMENT, path, sizeof path);
+    assert_non_null(strstr(m, "binary chunk"));
+    m = load_bad(".lua", "local f, why = load('\\27Lua', 'x', 'b')\nreturn assert(f, why)()\n",
+                 ATTNBWD_ERR_INVALID_ARGUMENT, path, sizeof path);
+    assert_non_null(strstr(m, "only text chunks"));
+    /* No file access: the error names neither the file nor what is in it. */
+    m = load_bad(".lua", "return {dofile(\"/etc/passwd\")}\n", ATTNBWD_ERR_INVALID_ARGUMENT, path, sizeof path);
+    assert_null(strstr(m, "passwd"));
+    assert_null(strstr(m, "root"));
+    assert_non_null(strstr(m, "dofile"));
+    /* None of the ways to a file or a process is there. */
+    write_temp(path, sizeof path, ".lua",
+               "local gone = not (io or os or require or package or loadfile or dofile or debug)\n"
+               "return {{ batch = 1, heads = 1, seq_len = 4, name = tostring(gone) }}\n");
+    suite_case *v = NULL;
+    size_t n = 0;
+    assert_int_equal(suite_load(path, &v, &n), ATTNBWD_OK);
+    unlink(path);
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].name, "true");
+    free(v);
+    /* Text chunks still load. */
+    write_temp(path, sizeof path, ".lua",
+               "return load('return {{ batch = 2, heads = 1, seq_len = 4 }}', 'cases', 't', {})()\n");
+    v = NULL;
+    n = 0;
+    assert_int_equal(suite_load(path, &v, &n), ATTNBWD_OK);
+    unlink(path);
+    assert_int_equal(n, 1);
+    assert_int_equal(v[0].shape.batch, 2);
+    free(v);
+    /* A loop that does not end is an error within seconds, naming the file. */
+    time_t t0 = time(NULL);
+    m = load_bad(".lua", "while true do end\n", ATTNBWD_ERR_INVALID_ARGUMENT, path, sizeof path);
+    assert_true(time(NULL) - t0 < 20);
+    assert_non_null(strstr(m, "budget"));
+    assert_non_null(strstr(m, path));
+}
+
 #define LINE066(B, H, T, P)                                                                               \
     "{\"axes\": {\"batch_size\": " #B ", \"n_heads\": " #H ", \"seq_len\": " #T "}, \"inputs\": "           \
     "{\"p_dropout\": {\"type\": \"scalar\", \"value\": " #P "}}, \"tolerance\": {\"max_atol\": 1e-05, "     \
@@ -270,6 +324,7 @@ int main(void) {
         cmocka_unit_test(test_file_by_path),
         cmocka_unit_test(test_lua_suite),
         cmocka_unit_test(test_lua_errors),
+        cmocka_unit_test(test_lua_sandbox),
         cmocka_unit_test(test_jsonl_errors),
         cmocka_unit_test(test_missing_files),
     };
