@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS=$(nproc 2>/dev/null || echo 2)
-PACKAGES="cmake gcc g++ make liblua5.4-dev libxxhash-dev libcjson-dev libcmocka-dev"
+PACKAGES="cmake gcc g++ make python3 liblua5.4-dev libxxhash-dev libcjson-dev libcmocka-dev"
 
 install_packages() {
   local missing=""
