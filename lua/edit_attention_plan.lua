@@ -118,10 +118,10 @@ local function new_plan(shape, t)
       workspace_bytes = p.ws_bytes,
       align = align,
       -- Each lane's stream: lane 0 (the chain) at the greatest priority (2),
-      -- or (lane0=1) on the caller's stream (-1); lane 1 the least (0); lane 2
-      -- (grad_qkv_weight, the last kernel on most small workloads) at
-      -- lane_pri: above 0, its blocks go before the bias sums'.
-      lane_priority = { t.lane0 == 1 and -1 or 2, 0, t.lane_pri },
+      -- lane 1 the least (0); lane 2 (grad_qkv_weight, the last kernel on
+      -- most small workloads) at lane_pri: above 0, its blocks go before the
+      -- bias sums'.
+      lane_priority = { 2, 0, t.lane_pri },
     }
   end
   return p
@@ -204,11 +204,7 @@ local function plan_fused(shape, t, arch)
   -- grad_output^T, out_weight A stored [K, M] (the producer transposes it)
   -- and grad_output B as it lies, rounded in place (B_ROUND), the result
   -- stored transposed as gA (C_T): no transpose of out_weight on the chain.
-  -- ga_bm, ga_bn, ga_split (nonzero): gA's tiles and K split forced, on
-  -- whichever of its paths has them (for A/Bs of gA's tiles; 0: the model's).
-  local ga_want = (t.ga_bm ~= 0 or t.ga_bn ~= 0 or t.ga_split ~= 0) and
-                  { bm = t.ga_bm, bn = t.ga_bn, splits = t.ga_split } or nil
-  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 and tiles.choose_tma(HID, BT, HID, true, smem_limit(arch), nil, ga_want) then
+  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 and tiles.choose_tma(HID, BT, HID, true, smem_limit(arch)) then
     products[1] = { name = "grad_attn_out", m = HID, n = BT, k = HID, lda = HID, ldb = HID, ldc = HID, ta = true,
       tb = false, a = "in:out_weight", b = "in:grad_output", c = "ws:gA", rowdot = true, b_direct = true, c_t = true,
       comment = "gA^T [1024,BT] = out_weight^T @ grad_output^T, stored as gA [BT,1024]; grad_output as it lies" }
@@ -217,14 +213,12 @@ local function plan_fused(shape, t, arch)
   -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
   -- to TF32): whichever the model says is faster, the transpose included.
   for _, g in ipairs(products) do
-    local want = g.rowdot and ga_want or nil
-    g.choice = tiles.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch), want)
+    g.choice = tiles.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch))
     if t.wg == 1 and not g.tb then
-      g.a_sw = t.a_smem == 1 and not g.ta
-      local w = tiles.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw, want)
+      local w = tiles.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch))
       -- splitk_red=2: splits costed as added by atomics (not gA's: its reduce makes the row dots)
       local fed = t.tma == 1 and
-                  tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch), t.splitk_red == 2 and not g.rowdot, want)
+                  tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch), t.splitk_red == 2 and not g.rowdot)
       if fed and (not w or fed.time < w.time) then w = fed end
       -- The transpose, as measured with tr_vec=1 (8.1 us at 4 MB, 13.7 at 12,
       -- 27.8 at 32: 2.86 TB/s after 5.3 us; it was 2.6 TB/s after 9 us); a quarter of it
@@ -239,9 +233,8 @@ local function plan_fused(shape, t, arch)
         g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4
       end
     end
-    if not g.choice then -- the tiles asked for are refused, as validate's are
-      return nil, string.format("ga_bm=%d ga_bn=%d ga_split=%d: no tiles of %s's paths are of that shape (B*T=%d)",
-                                t.ga_bm, t.ga_bn, t.ga_split, g.name, BT)
+    if not g.choice then
+      return nil, string.format("no tiles of %s's paths fit %d bytes of shared memory", g.name, smem_limit(arch))
     end
   end
   -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
@@ -262,7 +255,7 @@ local function plan_fused(shape, t, arch)
   -- partials, gS, bias partials, column-sum partials; per product its
   -- split-K partial products and its B transposed (wgmma): products may run
   -- side by side, so none shares a region with another.
-  local gs_ld = ceil_div(T, t.gs_pad) * t.gs_pad -- gS rows, padded for 16-byte loads (at least)
+  local gs_ld = ceil_div(T, 4) * 4 -- gS rows, padded for 16-byte loads
   -- gs_half: gS in fp16 (half the floats), 1/f per (b, h, key block) in gsinv,
   -- |gA_i|^2 per row in gan (for f: templates/attention_wg.cu's gs_exponent).
   local gs_half = t.gs_half == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
@@ -505,10 +498,10 @@ local function plan_fused(shape, t, arch)
       p.render("gemm_wg_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
         LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,
-        SPLITS = g.choice.splits, A_SW = g.a_sw,
+        SPLITS = g.choice.splits,
       })
       p.kernel(g.name, grid, { bind(g.a), wsp("tB_" .. g.name), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 },
-               wg_smem(c, g.ta, g.a_sw))
+               wg_smem(c, g.ta))
     else
       local values = {
         NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
@@ -795,7 +788,7 @@ local function plan_fused(shape, t, arch)
                                    SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
-                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
+                     P_TMA = att_tma and 1 or 0, GS_HALF = gs_half and 1 or 0,
                      GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0, OUT0 = red_out0 and 1 or 0,
                      ITEMS = items }
     p.render("attention_wg.cu", values)

@@ -238,12 +238,11 @@ int main(void) {
     add_run(runs, &n, tiled_run(4, 640, 0.1, 0, "ga_rowdot=0"));
     /* gA's K slices (mma.sync) added across the cluster of their tile's blocks with the row dots (ga_dsm=1):
      * clusters of 8 at T = 17 (one row tile of 17 rows, key zeros), of 4 at B=1,T=373 (the last row tile
-     * short), of 3 (rows 43/43/42 a rank) with non-zero projection biases, 128x128 tiles (two heads a
-     * tile) in clusters of 4, and with every other product on mma.sync too (wg=0: no wgmma or TMA beside). */
+     * short), at B=3,T=129 with non-zero projection biases, and with every other product on mma.sync too
+     * (wg=0: no wgmma or TMA beside). */
     add_run(runs, &n, tiled_run(1, 17, 0.1, MASK0, "ga_dsm=1"));
     add_run(runs, &n, tiled_run(1, 373, 0.1, 0, "ga_dsm=1"));
-    add_run(runs, &n, tiled_run(3, 129, 0.25, MASK0 | BIASES, "ga_dsm=1 ga_split=3"));
-    add_run(runs, &n, tiled_run(2, 352, 0.1, 0, "ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=4"));
+    add_run(runs, &n, tiled_run(3, 129, 0.25, MASK0 | BIASES, "ga_dsm=1"));
     add_run(runs, &n, tiled_run(2, 352, 0.1, MASK0, "ga_dsm=1 wg=0"));
     /* The within/cross sums by the attention pass (att_wc=1, B = 1, gS in place): one key block a block at
      * T = 17 (key zeros) and 373 (the columns past its last key block zeroed by bias_zero_cols), two at

@@ -213,9 +213,9 @@ static const struct {
     {2, 352, "pair=0"},       {2, 352, "pair=2"},       {2, 352, "pair_kv=1"},    {2, 352, "pair_dsm=1"},
     {2, 352, "splitk_red=1"}, {2, 352, "gs_store=0"},   {2, 352, "gs_half=1"},    {2, 352, "gq_tma=1 gs_round=1"},
     {2, 352, "ga_tma=2"},     {2, 352, "side_start=1"}, {2, 352, "zero_early=0"}, {2, 352, "gemm_bias=0"},
-    {2, 352, "wg=0"},         {2, 352, "lane0=1"},      {8, 448, "gh_bias=1"},    {8, 448, "mc=2"},
+    {2, 352, "wg=0"},         {2, 352, "pdl=2"},        {8, 448, "gh_bias=1"},    {8, 448, "mc=2"},
     {8, 448, "mc=2 gh_bias=1 pair=0"}, {2, 768, "side_start=2"}, {1, 373, "gs_direct=0"},
-    {2, 352, "ga_dsm=1"},     {3, 129, "ga_dsm=1 ga_split=3 ga_bm=128 ga_bn=128"}, {2, 352, "ga_dsm=1 wg=0"},
+    {2, 352, "ga_dsm=1"},     {3, 129, "ga_dsm=1"}, {2, 352, "ga_dsm=1 wg=0"},
     {1, 373, "att_wc=1"},     {1, 1024, "att_wc=1"},
     {2, 352, "fused=0 wg=0 kv_split=0 p_stages=0 wg_att=0 wg_gq=0"},
 };

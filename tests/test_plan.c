@@ -1037,7 +1037,7 @@ static void gs_round_plans(void **state) {
             assert_non_null(gq);
             const char *call = strstr(gq, "tc::gemm_wg<");
             assert_non_null(call);
-            assert_int_equal(template_arg(call, 11), !round); /* B_RAW */
+            assert_int_equal(template_arg(call, 10), !round); /* B_RAW */
             kernel_plan_free(&p);
         }
     gen_close(g);
@@ -1507,34 +1507,21 @@ static void pair_dsm_plans(void **state) {
     gen_close(g);
 }
 
-/* gA's tiles forced (ga_bm, ga_bn, ga_split): at B=2,T=352 (mma.sync) 128x128
- * tiles in four K slices, then the reduce; no tiles of the shape asked for is
- * an error naming the keys. ga_dsm=1 (not among the candidates until it has
- * run on a GPU): a split mma.sync gA in clusters of its slices (grid z = the
- * cluster's size), attention_output and the row dots its last arguments, and
- * no reduce or rowdot launch after it; where gA is not split on mma.sync
- * (B=2,T=768: wgmma) nothing changes but the tiles' text. */
-static void ga_tiles_plans(void **state) {
+/* ga_dsm=1 (not among the candidates): at B=2,T=352 a split mma.sync gA in
+ * clusters of its slices (grid z = the cluster's size), attention_output and
+ * the row dots its last arguments, and no reduce or rowdot launch after it;
+ * where gA is not split on mma.sync (B=2,T=768: wgmma) nothing changes but
+ * the tiles' text. */
+static void ga_dsm_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
     attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 352, 1, 0};
     kernel_plan p;
-    assert_int_equal(gen_plan(g, &s, "sm_90", "ga_bm=128 ga_bn=128 ga_split=4", &p), ATTNBWD_OK);
-    const plan_launch *ga = launch_named(&p, "_grad_attn_out");
-    assert_non_null(ga);
-    assert_int_equal(ga->grid[0], 8);
-    assert_int_equal(ga->grid[1], 6);
-    assert_int_equal(ga->grid[2], 4);
-    assert_non_null(launch_named(&p, "_grad_attn_out_reduce"));
-    kernel_plan_free(&p);
-    assert_int_equal(gen_plan(g, &s, "sm_90", "ga_bm=64 ga_bn=256 ga_split=8 wg=0", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(attnbwd_last_error(), "ga_bm=64 ga_bn=256 ga_split=8"));
-
-    const char *dsm[] = {"ga_dsm=1", "ga_dsm=1 ga_bm=128 ga_bn=128 ga_split=3", "ga_dsm=1 wg=0"};
+    const char *dsm[] = {"ga_dsm=1", "ga_dsm=1 wg=0"};
     for (size_t i = 0; i < sizeof dsm / sizeof dsm[0]; ++i) {
         assert_int_equal(gen_plan(g, &s, "sm_90", dsm[i], &p), ATTNBWD_OK);
         check_lanes(&p);
-        ga = launch_named(&p, "_grad_attn_out");
+        const plan_launch *ga = launch_named(&p, "_grad_attn_out");
         assert_non_null(ga);
         char dims[64];
         snprintf(dims, sizeof dims, "__cluster_dims__(1, 1, %d)", (int)ga->grid[2]);
@@ -1902,7 +1889,7 @@ static void edit_attention_fits_smaller_devices(void **state) {
     /* The lanes' stream priorities come from the plan: lane 0 the greatest, lane 1 the least, lane 2 at lane_pri. */
     for (int level = 0; level <= 2; ++level) {
         char tiles[32];
-        snprintf(tiles, sizeof tiles, "lane0=0 lane_pri=%d", level);
+        snprintf(tiles, sizeof tiles, "lane_pri=%d", level);
         assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
         assert_int_equal(p.n_lanes, 3);
         assert_int_equal(p.lane_priority[0], 2);
@@ -1912,30 +1899,20 @@ static void edit_attention_fits_smaller_devices(void **state) {
     }
     assert_int_equal(gen_plan(g, &s, "sm_90", "lane_pri=3", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "lane_pri must be 0, 1 or 2"));
-    /* lane0=1: lane 0 on the caller's stream (-1); the heuristic keeps it on ours (2). */
-    assert_int_equal(gen_plan(g, &s, "sm_90", "lane0=1", &p), ATTNBWD_OK);
-    assert_int_equal(p.lane_priority[0], -1);
-    assert_int_equal(p.lane_priority[1], 0);
-    kernel_plan_free(&p);
     assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
     assert_int_equal(p.lane_priority[0], 2);
     kernel_plan_free(&p);
-    /* gS rows padded to gs_pad floats: the stride every kernel that reads or writes gS is given. */
-    const int pads[3] = {4, 8, 32};
-    for (int i = 0; i < 3; ++i) {
-        char tiles[32], ld[48];
-        snprintf(tiles, sizeof tiles, "gs_pad=%d", pads[i]);
-        snprintf(ld, sizeof ld, "GS_LD = %lld;", (long long)((s.seq_len + pads[i] - 1) / pads[i] * pads[i]));
-        assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
-        assert_non_null(strstr(p.source, ld));
-        kernel_plan_free(&p);
-    }
-    assert_int_equal(gen_plan(g, &s, "sm_90", "gs_pad=16", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(attnbwd_last_error(), "gs_pad must be 4, 8 or 32"));
+    /* gS rows padded to a multiple of 4 floats: the stride every kernel that reads or writes gS is given. */
+    char ld[48];
+    snprintf(ld, sizeof ld, "GS_LD = %lld;", (long long)((s.seq_len + 3) / 4 * 4));
+    assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+    assert_non_null(strstr(p.source, ld));
+    kernel_plan_free(&p);
     /* Every enumerated key is refused outside its values, with them in the message. */
     static const char *bad[][2] = {{"gq_bn=32", "gq_bn must be 64 or 128"},
                                    {"gemm_bias=3", "gemm_bias must be 0, 1 or 2"},
-                                   {"p_issuer=2", "p_issuer must be 0 or 1"},
+                                   {"pair=3", "pair must be 0, 1 or 2"},
+                                   {"lane0=1", "unknown tile 'lane0'"},
                                    {"precision=3", "precision must be 0, 1 or 2"},
                                    {"bj=48", "bj must be 32 or 64"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
@@ -1971,7 +1948,7 @@ int main(void) {
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(deterministic_plans),
         cmocka_unit_test(pair_dsm_plans),
-        cmocka_unit_test(ga_tiles_plans),
+        cmocka_unit_test(ga_dsm_plans),
         cmocka_unit_test(gs_direct_plans),
         cmocka_unit_test(att_wc_plans),
         cmocka_unit_test(gq_red_plans),
