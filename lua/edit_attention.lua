@@ -1,8 +1,10 @@
 -- Problem 2, region-aware self-attention with edit bias, backward: the tile
--- choices of one (B, T) (the heuristic, what each key means and may be, the
--- candidates explore tries). The kernels and their order for a choice:
+-- choices of one (B, T): the heuristic, their validation, the deterministic
+-- context's, the candidates explore tries, all from the registry of keys
+-- (lua/edit_attention_keys.lua). The kernels and their order for a choice:
 -- lua/edit_attention_plan.lua; the projection products' tiles:
--- lua/projection_tiles.lua; device limits: lua/edit_attention_limits.lua.
+-- lua/edit_attention_products.lua and lua/projection_tiles.lua; device
+-- limits: lua/edit_attention_limits.lua.
 local render = require "render"
 local limits = require "edit_attention_limits"
 local plans = require "edit_attention_plan"

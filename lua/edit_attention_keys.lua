@@ -137,20 +137,10 @@ M.KEYS = {
   { name = "ga_rowdot", values = { 0, 1 }, default = 1,
     doc = "the row dots of the attention pass by a launch of their own after gA, or by gA's blocks where it is "
           .. "TMA-fed and unsplit", kernels = { "grad_attn_out", "rowdot" }, explore = {} },
-  { name = "gh_bias", values = { 0, 1 }, default = 0,
-    doc = "the edit-bias sums by a launch of their own after the attention pass, or by grad_hidden's producer "
-          .. "warps beside its tiles where it is TMA-fed with A as stored (alone or in one pair launch) and B > 1",
-    kernels = { "grad_hidden", "bias_grads", "bias_final" }, explore = {} },
-  { name = "mc", values = { 1, 2 }, default = 1,
-    doc = "the TMA-fed products' blocks alone, or in clusters of two along M sharing B's tile by TMA multicast "
-          .. "(not pair_kv's parts, nor clusters of K slices)", kernels = { "every TMA-fed product" }, explore = {} },
   { name = "att_wc", values = { 0, 1 }, default = function(shape) return shape.batch == 1 and 1 or 0 end, default_doc = "1 at B = 1",
     doc = "the edit-bias within/cross sums by the bias sums' launch, or (B = 1, gS in place) by the attention "
           .. "pass on wgmma, with no bias_grads launch",
     kernels = { "attention_wg", "bias_grads", "within_cross", "bias_zero_cols" }, explore = only_b1 { 0 } },
-  { name = "ga_dsm", values = { 0, 1 }, default = 0,
-    doc = "gA's K slices on mma.sync added by a reduce launch, or across the cluster of their tile's blocks with "
-          .. "the row dots (sm_90)", kernels = { "grad_attn_out" }, explore = {} },
   { name = "gq_red", values = { 0, 1, 2 }, default = 0, ordered = 0,
     doc = "the edit-bias sums over the batch by a launch reading gS back, or by gQ's batched wgmma product adding "
           .. "each gS tile it reads into grad_edit_region_bias by float reductions: into the output zeroed first "

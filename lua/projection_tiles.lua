@@ -106,11 +106,10 @@ local TMA_CONFIGS = {
 -- warpgroup and BM/64 consumer warpgroups).
 function M.tma_threads(c) return c.bm // 64 * 128 + 128 end
 -- rowdot (gA's row dots, gemm_tma's ROWDOT_T): a head of attention_output
--- (bm x 64 floats) and a barrier a head beyond the stages; side (gh_bias,
--- gemm_tma's SIDE): its flag.
-function M.tma_smem(c, ta, rowdot, side)
+-- (bm x 64 floats) and a barrier a head beyond the stages.
+function M.tma_smem(c, ta, rowdot)
   return (c.stages * (c.bm + c.bn) + (ta and c.raw * c.bm or 0)) * GEMM_BK * 4 + (3 * c.stages + c.raw) * 8 + 1024 +
-         (rowdot and c.bm * 64 * 4 + c.bn // 64 * 8 or 0) + (side and 8 or 0)
+         (rowdot and c.bm * 64 * 4 + c.bn // 64 * 8 or 0)
 end
 function M.choose_tma(m, n, k, ta, limit, red)
   local best = choose(TMA_CONFIGS, function(c) return M.tma_smem(c, ta) end, m, n, k, limit, red)
