@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 JOBS=$(nproc 2>/dev/null || echo 2)
-PACKAGES="cmake gcc g++ make pkgconf liblua5.4-dev libxxhash-dev libcjson-dev libcmocka-dev libluajit-5.1-dev"
+PACKAGES="cmake gcc g++ make python3 pkgconf liblua5.4-dev libxxhash-dev libcjson-dev libcmocka-dev libluajit-5.1-dev"
 
 install_packages() {
   local missing=""

@@ -1,6 +1,6 @@
 -- The tuning entries that two A/B runs of bench/ab.lua support:
 --   attnbwd lua bench/ab_entries.lua RUN1 RUN2 OUT VARIANT...
--- Each run (`ab.lua time SUITE "+ga_bm=0" VARIANT... "+ga_bm=0"`, its printed
+-- Each run (`ab.lua time SUITE "+precision=0" VARIANT... "+precision=0"`, its printed
 -- lines in RUN1, RUN2) timed each workload's shipped entry first and last and
 -- the VARIANTs ("+key=value ...", in that order) between. A variant becomes
 -- the workload's entry where, in both runs, it is faster than both of the

@@ -56,7 +56,7 @@ case "${1:-check}" in
     esac
     T0=$SECONDS
     for r in 1 2; do
-      AB_REPS=${AB_REPS:-4} build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "$@" "+ga_bm=0" \
+      AB_REPS=${AB_REPS:-4} build/attnbwd -q lua bench/ab.lua time sol072_workload "+precision=0" "$@" "+precision=0" \
         > "$OUT/ab_$r.txt" 2>&1
       echo "stage 1 run $r at $((SECONDS - T0)) s"
     done
@@ -67,8 +67,8 @@ case "${1:-check}" in
     while IFS='|' read -r idx rest; do
       IFS='|' read -ra cv <<< "$rest"
       for r in 1 2; do
-        AB_SHAPES=$idx AB_REPS=${AB_REPS:-4} build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" \
-          "${cv[@]}" "+ga_bm=0" > "/tmp/sweep2_${idx}_$r.txt" 2>&1
+        AB_SHAPES=$idx AB_REPS=${AB_REPS:-4} build/attnbwd -q lua bench/ab.lua time sol072_workload "+precision=0" \
+          "${cv[@]}" "+precision=0" > "/tmp/sweep2_${idx}_$r.txt" 2>&1
       done
       build/attnbwd -q lua bench/ab_entries.lua "/tmp/sweep2_${idx}_1.txt" "/tmp/sweep2_${idx}_2.txt" \
         "/tmp/sweep2_$idx.lua" "${cv[@]}" | grep "^#" | tee -a "$OUT/entries.txt"
@@ -90,10 +90,10 @@ case "${1:-check}" in
     # B=8,T=448 splitk_red=1 (-1.3/-1.3%), and B=64,T=128's new side_start=2 (-1.6/-2.0% in the first stage only;
     # at B=64,T=256 two copies of the entry came out that much faster). About 3 minutes.
     for r in 1 2; do
-      AB_SHAPES=15 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+pair_dsm=1" \
-        "+gq_stages=6" "+ga_bm=0"
-      AB_SHAPES=6 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+splitk_red=1" "+ga_bm=0"
-      AB_SHAPES=1 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+ga_bm=0" "+side_start=1" "+ga_bm=0"
+      AB_SHAPES=15 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+precision=0" "+pair_dsm=1" \
+        "+gq_stages=6" "+precision=0"
+      AB_SHAPES=6 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+precision=0" "+splitk_red=1" "+precision=0"
+      AB_SHAPES=1 AB_REPS=8 build/attnbwd -q lua bench/ab.lua time sol072_workload "+precision=0" "+side_start=1" "+precision=0"
     done 2>&1 | tee "$OUT/pending.txt"
     ;;
 esac

@@ -27,6 +27,8 @@
 local render = require "render"
 local limits = require "edit_attention_limits"
 local tiles = require "projection_tiles"
+local products_of = require "edit_attention_products"
+local gs_of = require "edit_attention_gs"
 
 local M = {}
 
@@ -118,10 +120,10 @@ local function new_plan(shape, t)
       workspace_bytes = p.ws_bytes,
       align = align,
       -- Each lane's stream: lane 0 (the chain) at the greatest priority (2),
-      -- or (lane0=1) on the caller's stream (-1); lane 1 the least (0); lane 2
-      -- (grad_qkv_weight, the last kernel on most small workloads) at
-      -- lane_pri: above 0, its blocks go before the bias sums'.
-      lane_priority = { t.lane0 == 1 and -1 or 2, 0, t.lane_pri },
+      -- lane 1 the least (0); lane 2 (grad_qkv_weight, the last kernel on
+      -- most small workloads) at lane_pri: above 0, its blocks go before the
+      -- bias sums'.
+      lane_priority = { 2, 0, t.lane_pri },
     }
   end
   return p
@@ -130,8 +132,8 @@ end
 -- att_kb=3: the attention pass's blocks of two key blocks (a step of 32
 -- rows: one unit of time) for the first pair_heads (b, h), and of one key
 -- block (a step of 64 rows, each warpgroup staging its own: ROWS_STEP units,
--- as derived from the 2026-12-05 sweep, where att_kb=1's passes ran 1.25-1.49x
--- att_kb=2's time a step) for those heads' odd last key block and every key
+-- att_kb=1's passes taking 1.25-1.49x att_kb=2's time a step where measured)
+-- for those heads' odd last key block and every key
 -- block of the others; each block also BLOCK_SETUP for its prologue.
 local ROWS_STEP, BLOCK_SETUP = 1.33, 1
 function M.attention_mixed_blocks(B, T, pair_heads)
@@ -148,8 +150,7 @@ end
 -- ITEM_SETUP (the fixed cost that the pass's times on the H200 fit at one
 -- item a block, about three steps) and per item its steps, and beyond the
 -- first item ITEM_SWITCH (its sums stored, v rounded; a guess). The fit
--- overstates what a next item hides: the pass measured 1.6-3.7% faster
--- with the model's counts, not 15-30% (an H100, docs/benchmarks.md, 2026-12-06).
+-- overstates what a next item hides (docs/experiments.md, att_items).
 local ITEM_SETUP, ITEM_SWITCH = 3, 0.7
 function M.attention_items(B, T)
   local steps, ni = ceil_div(T, 32), M.attention_pair_items(B, T)
@@ -184,116 +185,16 @@ local function plan_fused(shape, t, arch)
   local mode = ({ [0] = 1, [1] = 0, [2] = 2 })[t.precision]
   local NJ = ceil_div(T, t.bj)
 
-  local products = {
-    { name = "grad_attn_out", comment = "gA [BT,1024] = grad_output [BT,1024] @ out_weight [1024,1024]",
-      m = BT, n = HID, k = HID, lda = HID, ldb = HID, ldc = HID, ta = false, tb = false,
-      a = "in:grad_output", b = "in:out_weight", c = "ws:gA", rowdot = true },
-    { name = "grad_out_weight", comment = "grad_out_weight [1024,1024] = grad_output^T @ attention_output",
-      m = HID, n = HID, k = BT, lda = HID, ldb = HID, ldc = HID, ta = true, tb = false,
-      a = "in:grad_output", b = "in:attention_output", c = "out:grad_out_weight",
-      bias = "out:grad_out_bias", bias_part = "colpart_out" },
-    { name = "grad_hidden", comment = "grad_hidden_states [BT,1024] = grad_qkv [BT,3072] @ qkv_weight [3072,1024]",
-      m = BT, n = HID, k = QKV, lda = QKV, ldb = HID, ldc = HID, ta = false, tb = false,
-      a = "ws:gqkv", b = "in:qkv_weight", c = "out:grad_hidden_states", b_early = true },
-    { name = "grad_qkv_weight", comment = "grad_qkv_weight [3072,1024] = grad_qkv^T @ hidden_states",
-      m = QKV, n = HID, k = BT, lda = QKV, ldb = HID, ldc = HID, ta = true, tb = false,
-      a = "ws:gqkv", b = "in:hidden_states", c = "out:grad_qkv_weight", b_early = true,
-      bias = "out:grad_qkv_bias", bias_part = "colpart_qkv" },
-  }
-  -- ga_tma=2 (TMA-fed products): gA as gA^T [1024, BT] = out_weight^T @
-  -- grad_output^T, out_weight A stored [K, M] (the producer transposes it)
-  -- and grad_output B as it lies, rounded in place (B_ROUND), the result
-  -- stored transposed as gA (C_T): no transpose of out_weight on the chain.
-  -- ga_bm, ga_bn, ga_split (nonzero): gA's tiles and K split forced, on
-  -- whichever of its paths has them (for A/Bs of gA's tiles; 0: the model's).
-  local ga_want = (t.ga_bm ~= 0 or t.ga_bn ~= 0 or t.ga_split ~= 0) and
-                  { bm = t.ga_bm, bn = t.ga_bn, splits = t.ga_split } or nil
-  if t.ga_tma == 2 and t.tma == 1 and t.wg == 1 and tiles.choose_tma(HID, BT, HID, true, smem_limit(arch), nil, ga_want) then
-    products[1] = { name = "grad_attn_out", m = HID, n = BT, k = HID, lda = HID, ldb = HID, ldc = HID, ta = true,
-      tb = false, a = "in:out_weight", b = "in:grad_output", c = "ws:gA", rowdot = true, b_direct = true, c_t = true,
-      comment = "gA^T [1024,BT] = out_weight^T @ grad_output^T, stored as gA [BT,1024]; grad_output as it lies" }
-  end
-  -- Each product on mma.sync, or (wg = 1) on wgmma with B transposed into
-  -- the workspace as [N, K] (K padded to a multiple of 4 with zeros, rounded
-  -- to TF32): whichever the model says is faster, the transpose included.
-  for _, g in ipairs(products) do
-    local want = g.rowdot and ga_want or nil
-    g.choice = tiles.choose_gemm(g.m, g.n, g.k, g.ta, g.tb, smem_limit(arch), want)
-    if t.wg == 1 and not g.tb then
-      g.a_sw = t.a_smem == 1 and not g.ta
-      local w = tiles.choose_wg(g.m, g.n, g.k, g.ta, smem_limit(arch), g.a_sw, want)
-      -- splitk_red=2: splits costed as added by atomics (not gA's: its reduce makes the row dots)
-      local fed = t.tma == 1 and
-                  tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch), t.splitk_red == 2 and not g.rowdot, want)
-      if fed and (not w or fed.time < w.time) then w = fed end
-      -- The transpose, as measured with tr_vec=1 (8.1 us at 4 MB, 13.7 at 12,
-      -- 27.8 at 32: 2.86 TB/s after 5.3 us; it was 2.6 TB/s after 9 us); a quarter of it
-      -- where it runs on a side lane long before the product (qkv_weight for
-      -- grad_hidden, hidden_states for grad_qkv_weight, both at the start):
-      -- it only takes bandwidth from the others then.
-      local transpose = 2 * g.n * g.k * 4 / 2.86e12 + 5.3e-6
-      if w then w.time = w.time + (g.b_early and 0.25 or 1) * transpose end
-      -- ga_tma=1: gA TMA-fed even where the model rates mma.sync faster (2: as gA^T, above).
-      local forced = g.rowdot and t.ga_tma >= 1 and fed
-      if forced or (w and (not g.choice or w.time < g.choice.time)) then
-        g.choice, g.kp = forced or w, ceil_div(g.k, 4) * 4
-      end
-    end
-    if not g.choice then -- the tiles asked for are refused, as validate's are
-      return nil, string.format("ga_bm=%d ga_bn=%d ga_split=%d: no tiles of %s's paths are of that shape (B*T=%d)",
-                                t.ga_bm, t.ga_bn, t.ga_split, g.name, BT)
-    end
-  end
-  -- pair > 0: grad_hidden and grad_qkv_weight, both TMA-fed, in one launch
-  -- (their tiles and splits chosen together: tiles.choose_pair).
-  -- pair_kv=1: the pair in two launches, its k and v parts (grad_hidden's K
-  -- slices 2 and 3 of 1024, grad_qkv_weight's rows 1024..3071) beside gQ as
-  -- soon as the pass has written gK and gV, its q part after gQ.
-  local pair_kv = t.pair_kv == 1 and t.pair > 0 and t.tma == 1 and t.wg == 1 and t.gs_store == 1
-  local pair = t.pair > 0 and t.tma == 1 and t.wg == 1 and
-               tiles.choose_pair(products[3], products[4], smem_limit(arch), t.pair == 2, pair_kv and { 3 } or nil,
-                                 t.pair_dsm == 1 and not pair_kv, t.splitk_red == 2)
-  if pair_kv and not (pair and pair[1].kslice == HID) then pair_kv = false end
-  if pair then
-    for i, g in ipairs { products[3], products[4] } do g.choice, g.kp = pair[i], ceil_div(g.k, 4) * 4 end
-  end
+  local products, pair, pair_kv = products_of.choose(shape, t, arch)
+  if not products then return nil, pair end
 
   -- Workspace: gA [BT,1024], grad_qkv [BT,3072], D [B,16,T], within/cross
   -- partials, gS, bias partials, column-sum partials; per product its
   -- split-K partial products and its B transposed (wgmma): products may run
   -- side by side, so none shares a region with another.
-  local gs_ld = ceil_div(T, t.gs_pad) * t.gs_pad -- gS rows, padded for 16-byte loads (at least)
-  -- gs_half: gS in fp16 (half the floats), 1/f per (b, h, key block) in gsinv,
-  -- |gA_i|^2 per row in gan (for f: templates/attention_wg.cu's gs_exponent).
-  local gs_half = t.gs_half == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
-  -- gs_round: gS stored rounded to TF32 by the wgmma pass, where gQ runs on wgmma too (fp32 gS).
-  local gs_round = t.gs_round == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 and
-                   not gs_half
-  -- gs_direct (B = 1): gS is grad_edit_region_bias itself; the wgmma pass
-  -- writes it there ([16, 1024, 1024]: its rows 1024 floats apart, its
-  -- heads 1024 rows), gQ reads it there, and the bias sums only add its
-  -- within/cross products and write the columns past the pass's last key
-  -- block: no gS in the workspace, and no copy of it.
-  local gs_direct = t.gs_direct == 1 and B == 1 and att_on_wg(t) and t.wg_gq == 1 and t.wg == 1 and
-                    t.gs_store == 1 and not gs_half
-  if gs_direct then gs_ld = POS end
-  local gs_rows = gs_direct and POS or T -- gS's rows per (b, h)
-  -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
-  -- stored transposed (through registers), gS's rows B, rounded in place;
-  -- or (gq_tma) TMA-fed and persistent, where gS is fp32.
-  local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1
-  local gq_tma = gq_wg and t.gq_tma == 1 and t.tma == 1 and not gs_half
-  -- gq_red=1: gQ's batched wgmma product (not gq_tma) adds each gS tile it
-  -- reads into grad_edit_region_bias, zeroed whole at the start, by float
-  -- reductions, its blocks head by head so that the rows they add into stay
-  -- in L2; the wgmma pass makes the within/cross sums (as att_wc does at
-  -- B = 1): no bias_grads launch reads gS back. That output's last bits then
-  -- vary from run to run. gS fp32 in the workspace (not gs_direct's B = 1).
-  -- gq_red=2 (red_out0 below): the pass stores batch row 0's gS into the
-  -- output instead, gQ adds rows 1.., and only the rows and columns the pass
-  -- does not write are zeroed, beside: gQ waits on no zeroing (and stays a
-  -- programmatic launch after the pass).
-  local gq_red = t.gq_red >= 1 and gq_wg and not gq_tma and not gs_half and not gs_direct and att_on_wg(t)
+  local gm = gs_of.modes(shape, t)
+  local gs_ld, gs_half, gs_round, gs_direct, gs_rows = gm.gs_ld, gm.gs_half, gm.gs_round, gm.gs_direct, gm.gs_rows
+  local gq_wg, gq_tma, gq_red = gm.gq_wg, gm.gq_tma, gm.gq_red
   p.reserve("gA", BT * HID)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
@@ -317,27 +218,13 @@ local function plan_fused(shape, t, arch)
   end
   -- Whether a product's K slices go through the workspace to a reduce launch.
   local function apart(g) return g.choice.splits > 1 and not g.choice.cluster and not adds_slices(g) end
-  -- ga_dsm=1 (sm_90): gA on mma.sync with its K split, the slices of a tile
-  -- the blocks of one cluster, added across it with the row dots
-  -- (templates/gemm_tc_cluster_kernel.cu): no partial products, no reduce.
   local gattn = products[1]
-  if t.ga_dsm == 1 and pdl_arch(arch) and not gattn.choice.wg and gattn.choice.splits > 1 and
-     gattn.choice.splits <= 8 and not gs_half then
-    gattn.choice.cluster = true
-  end
   -- ga_rowdot=1: gA, TMA-fed and unsplit, makes the row dots from its
   -- accumulators (templates/gemm_tma.cu's ROWDOT_T): no rowdot launch after it.
   local function makes_rowdots(g)
     return t.ga_rowdot == 1 and g.rowdot and g.choice.tma == true and g.choice.splits == 1 and not g.ta and
            not g.c_t and not gs_half and tma_smem(g.choice.config, g.ta, true) <= smem_limit(arch)
   end
-  -- gh_bias=1: the edit-bias sums by grad_hidden's producer warps, which
-  -- have nothing else to do where A goes to the tensor cores as stored
-  -- (templates/bias_rows.cu's bias_side, gemm_tma.cu's SIDE), beside its
-  -- tiles: no bias_grads launch after the pass. grad_hidden TMA-fed, alone
-  -- or paired in one launch (not pair_kv's two, not in clusters), its slices
-  -- not added by atomics; gS fp32 in the workspace; rows past T written by
-  -- bias_zero_rows (or none: T = 1024).
   local zero_early = t.zero_early == 1 and t.gs_store == 1 and T < POS
   local red_out0 = gq_red and t.gq_red == 2 and (zero_early or T == POS)
   local red_zeroed = gq_red and not red_out0 -- gq_red=1: gQ adds into the whole output, zeroed first
@@ -348,14 +235,6 @@ local function plan_fused(shape, t, arch)
   -- no bias_grads launch reads gS back.
   local pass_wc = (t.att_wc == 1 and gs_direct and (zero_early or T == POS)) or gq_red
   local ghid = products[3]
-  local gh_bias = t.gh_bias == 1 and not pair_kv and not ghid.choice.cluster and not products[4].choice.cluster and
-                  ghid.choice.tma == true and t.gh_trunc == 1 and t.gs_store == 1 and not gs_half and not gs_direct and
-                  not adds_slices(ghid) and not gq_red and
-                  (zero_early or T == POS) and tma_smem(ghid.choice.config, false, false, true) <= smem_limit(arch)
-  if gh_bias then -- an item a warp of bias_grads' row
-    p.reserve("biaswarp", H * T * bias_row_threads(T) // 32 * 2) -- the items' within/cross sums
-    p.reserve("biasq", 4) -- the items' queue: the next item, the blocks started
-  end
   for _, g in ipairs(products) do
     if apart(g) then p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
     if g.choice.wg and not g.b_direct then p.reserve("tB_" .. g.name, g.n * g.kp) end
@@ -376,17 +255,13 @@ local function plan_fused(shape, t, arch)
   p.render("tc_common.cu", {})
   if t.gs_store == 1 then p.render("bias_rows.cu", {}) end
   p.render("gemm_tc.cu", {})
-  -- tma.cu: the TMA's and the cluster's helpers (ga_dsm's cluster sums too,
-  -- wherever gA is on mma.sync); the attention pass names the mbarrier
-  -- helpers even where P_TMA leaves them unused.
-  local tma_helpers = (any_wg and (t.tma == 1 or att_wg)) or gattn.choice.cluster
+  -- tma.cu: the TMA's and the cluster's helpers; the attention pass names
+  -- the mbarrier helpers even where P_TMA leaves them unused.
   if any_wg then
     p.render("gemm_wg.cu", {})
-    if tma_helpers then p.render("tma.cu", {}) end
+    if t.tma == 1 or att_wg then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
     p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })
-  elseif tma_helpers then
-    p.render("tma.cu", {})
   end
   -- A wgmma product's B [K, N] -> its region [N, kp], zero-padded and
   -- rounded (templates/transpose.cu); nothing for an mma.sync product.
@@ -408,28 +283,19 @@ local function plan_fused(shape, t, arch)
   -- A TMA-fed product's template values (templates/gemm_tma.cu) and its
   -- arguments (A's map, B's map, output, column sums), and whether it makes
   -- its A's column sums.
-  -- mc=2: a TMA-fed product in clusters of two blocks along M, B's tile
-  -- multicast to both (templates/gemm_tma.cu's MC): B's box half its rows.
-  -- In its own launch (not K slices in clusters); a pair launch decides for
-  -- both its products (gemm_pair).
-  local function multicast(g)
-    return t.mc == 2 and g.choice.tma == true and not g.choice.cluster and 2 or 1
-  end
-  local function tma_product(g, paired, pair_mc)
+  local function tma_product(g, paired)
     local c, split = g.choice.config, apart(g)
     local sums = makes_sums(g, paired)
-    local mc = paired and (pair_mc or 1) or multicast(g)
     local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                      RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
                      A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta,
                      B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n,
-                     CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = adds_slices(g), MC = mc,
-                     CLUSTER_DIMS = mc > 1 and string.format("__cluster_dims__(1, %d, 1)", mc) or "" }
+                     CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = adds_slices(g), CLUSTER_DIMS = "" }
     -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
     local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                   or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
-    local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn // mc, GEMM_BK) .. bind(g.b)
-                  or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn // mc, GEMM_BK) .. wsp("tB_" .. g.name)
+    local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn, GEMM_BK) .. bind(g.b)
+                  or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK) .. wsp("tB_" .. g.name)
     local out = split and wsp("splitk_" .. g.name) or bind(g.c)
     local colsum = not sums and "i64:0" or g.choice.splits > 1 and wsp(g.bias_part) or g.bias -- a row per slice
     return values, { map_a .. bind(g.a), map_b, out, colsum }, sums
@@ -450,25 +316,6 @@ local function plan_fused(shape, t, arch)
     end
     if sums and g.choice.splits > 1 then p.colsum_final(g.bias_part, g.bias, g.m, g.choice.splits) end
   end
-  -- gh_bias: after grad_hidden's launch, the items' sums added, a row's in warp order, then the rows'.
-  ghid.bias_side = gh_bias
-  local function bias_final_of_items()
-    p.kernel("bias_final", { H, 1, 1 }, { wsp("biaswarp"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
-  end
-  -- A TMA-fed kernel's side work (its template's SIDE_PARAMS, SIDE_DEF and
-  -- the SIDE it passes tc::gemm_tma), appended to its arguments: none, or
-  -- (g.bias_side) the edit-bias sums over `blocks` blocks (a number, or the
-  -- pair's NB1 / NB2), with the five arguments they read and write.
-  local function side_work(g, blocks, args)
-    if not g.bias_side then return "", "", "tc::no_side()" end
-    for _, a in ipairs { gs, "in:edit_region_mask", "out:grad_edit_region_bias", wsp("biaswarp"), wsp("biasq") } do
-      args[#args + 1] = a
-    end
-    return ", const float *__restrict__ gs, const float *__restrict__ edit_region_mask, "
-           .. "float *__restrict__ grad_edit_region_bias, float *__restrict__ parts, int *__restrict__ queue",
-           string.format("const tc::bias_side<%d, %d, %d, %s> side{gs, edit_region_mask, grad_edit_region_bias, "
-                         .. "parts, queue}; // over %s blocks", B, T, gs_ld, blocks, blocks), "side"
-  end
   -- The zeros a product adding its K slices (adds_slices) adds them into.
   local function zero_output(g)
     if adds_slices(g) then
@@ -479,8 +326,7 @@ local function plan_fused(shape, t, arch)
   -- One product in its own launch; true where it made its column sums.
   local function gemm(g)
     local c, kname = g.choice.config, p.prefix .. "_" .. g.name
-    local mc = multicast(g)
-    local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm * mc) * mc, g.choice.splits } -- whole clusters (mc)
+    local grid = { ceil_div(g.n, c.bn), ceil_div(g.m, c.bm), g.choice.splits }
     local out = apart(g) and wsp("splitk_" .. g.name) or bind(g.c)
     local sums = false
     if g.choice.tma then
@@ -495,33 +341,27 @@ local function plan_fused(shape, t, arch)
                                  wsp("rowdot") },
                  { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, true))
       else
-        local kargs = { args[1], args[2], args[3], "f32:one", args[4] }
-        values.SIDE_PARAMS, values.SIDE_DEF, values.SIDE = side_work(g, grid[1] * grid[2] * grid[3], kargs)
         p.render("gemm_tma_kernel.cu", values)
-        p.kernel(g.name, grid, kargs, { tma_threads(c), 1, 1 }, tma_smem(c, g.ta, false, g.bias_side))
-        if g.bias_side then bias_final_of_items() end -- before its reduce, if split
+        p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one", args[4] }, { tma_threads(c), 1, 1 },
+                 tma_smem(c, g.ta, false))
       end
     elseif g.choice.wg then
       p.render("gemm_wg_kernel.cu", {
         NAME = kname, COMMENT = g.comment .. "; B transposed", M = g.m, N = g.n, K = g.k, LDA = g.lda,
         LDB = g.kp, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages, KSPLIT = g.choice.kslice,
-        SPLITS = g.choice.splits, A_SW = g.a_sw,
+        SPLITS = g.choice.splits,
       })
       p.kernel(g.name, grid, { bind(g.a), wsp("tB_" .. g.name), out, "f32:one" }, { c.bm // 64 * 128, 1, 1 },
-               wg_smem(c, g.ta, g.a_sw))
+               wg_smem(c, g.ta))
     else
       local values = {
         NAME = kname, COMMENT = g.comment, M = g.m, N = g.n, K = g.k, LDA = g.lda, LDB = g.ldb, LDC = g.ldc,
         TA = g.ta, TB = g.tb, MODE = mode, BM = c.bm, BN = c.bn, BK = GEMM_BK, WARPS_M = c.warps_m,
         WARPS_N = c.warps_n, STAGES = c.stages, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits,
       }
-      local args = { bind(g.a), bind(g.b), out, "f32:one" }
-      if g.choice.cluster then -- ga_dsm: gA's slices added across their cluster, with the row dots
-        values.T, values.SMEM_FLOATS = T, gemm_smem(c, g.ta, g.tb) // 4
-        args[#args + 1], args[#args + 2] = "in:attention_output", wsp("rowdot")
-      end
-      p.render(g.choice.cluster and "gemm_tc_cluster_kernel.cu" or "gemm_tc_kernel.cu", values)
-      p.kernel(g.name, grid, args, { c.warps_m * c.warps_n * 32, 1, 1 }, gemm_smem(c, g.ta, g.tb))
+      p.render("gemm_tc_kernel.cu", values)
+      p.kernel(g.name, grid, { bind(g.a), bind(g.b), out, "f32:one" }, { c.warps_m * c.warps_n * 32, 1, 1 },
+               gemm_smem(c, g.ta, g.tb))
     end
     finish_product(g, sums)
     return sums
@@ -532,17 +372,15 @@ local function plan_fused(shape, t, arch)
   -- part (the caller then finishes the products after both parts).
   local function gemm_pair(g1, g2, part)
     local name = g1.name .. "_and_" .. g2.name .. (part and "_" .. part or "")
-    -- mc=2: one launch of the pair (not pair_kv's parts), no clusters of K slices.
-    local mc = t.mc == 2 and not part and not g1.choice.cluster and not g2.choice.cluster and 2 or 1
-    local v1, a1, s1 = tma_product(g1, true, mc)
-    local v2, a2, s2 = tma_product(g2, true, mc)
+    local v1, a1, s1 = tma_product(g1, true)
+    local v2, a2, s2 = tma_product(g2, true)
     local values = { NAME = p.prefix .. "_" .. name, NAME1 = g1.name, NAME2 = g2.name, COMMENT1 = g1.comment,
                      COMMENT2 = g2.comment }
     for k, v in pairs(v1) do values[k .. "1"] = v end
     for k, v in pairs(v2) do values[k .. "2"] = v end
     -- pair_dsm: clusters of the split products' slices (one size a launch);
     -- each product's blocks then padded to whole clusters.
-    values.CLUSTER, values.MC = math.max(v1.CLUSTER, v2.CLUSTER, mc), mc
+    values.CLUSTER = math.max(v1.CLUSTER, v2.CLUSTER)
     values.CLUSTER_DIMS = values.CLUSTER > 1 and string.format("__cluster_dims__(%d, 1, 1)", values.CLUSTER) or ""
     -- Each product's blocks: K slices [S0, S0 + NS) x tile rows [Y0, Y0 + NY).
     local blocks = 0
@@ -555,31 +393,12 @@ local function plan_fused(shape, t, arch)
         local q_rows = HID // c.config.bm
         if part == "kv" then y0, ny = q_rows, ny - q_rows else ny = q_rows end
       end
-      ny = ceil_div(ny, mc) * mc -- mc: rows of tiles padded to whole clusters
       values["S0" .. i], values["NS" .. i], values["Y0" .. i], values["NY" .. i] = s0, ns, y0, ny
       blocks = blocks + ceil_div(ceil_div(g.n, c.config.bn) * ny * ns, values.CLUSTER) * values.CLUSTER
     end
-    -- gh_bias: grad_hidden's blocks make the edit-bias sums (templates/bias_rows.cu's bias_side, over
-    -- its blocks); its flag beyond its tiles' shared memory.
-    local args = { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" }
-    local smem = { g1.choice.smem, g2.choice.smem }
-    values.SIDE_PARAMS, values.SIDE_DEF = "", ""
-    for i, g in ipairs { g1, g2 } do
-      assert(not g.bias_side or (not part and not g1.choice.cluster and not g2.choice.cluster),
-             "the bias sums: one launch of the pair, no clusters of K slices")
-      local params, def, side = side_work(g, "NB" .. i, args)
-      if g.bias_side then values.SIDE_PARAMS, values.SIDE_DEF, smem[i] = params, def, smem[i] + 8 end
-      values["SIDE" .. i] = side
-    end
     p.render("gemm_tma_pair_kernel.cu", values)
-    p.kernel(name, { blocks, 1, 1 }, args, { tma_threads(g1.choice.config), 1, 1 }, math.max(smem[1], smem[2]))
-    if g1.bias_side or g2.bias_side then -- the sums' last step on lane 2, idle by then, not on the chain
-      p.signal("bias_items")
-      p.on(2)
-      p.wait("bias_items")
-      bias_final_of_items()
-      p.on(0)
-    end
+    p.kernel(name, { blocks, 1, 1 }, { a1[1], a1[2], a1[3], a1[4], a2[1], a2[2], a2[3], a2[4], "f32:one" },
+             { tma_threads(g1.choice.config), 1, 1 }, math.max(g1.choice.smem, g2.choice.smem))
     if not part then
       finish_product(g1, s1)
       finish_product(g2, s2)
@@ -623,9 +442,6 @@ local function plan_fused(shape, t, arch)
   transpose_b(gqw)
   zero_output(gqw)
   if pair then p.signal("gqw_b") end
-  if gh_bias then -- its queue of items, for grad_hidden (which waits for bias_zero)
-    p.kernel("zero", { 1, 1, 1 }, { wsp("biasq"), "i64:1", "i32:4", "i64:4" })
-  end
   if red_zeroed then -- all of grad_edit_region_bias, which gQ adds into
     p.kernel("zero", { ceil_div(H * POS * POS // 4, 256), 1, 1 },
              { "out:grad_edit_region_bias", "i64:" .. H * POS, "i32:" .. POS, "i64:" .. POS })
@@ -635,7 +451,7 @@ local function plan_fused(shape, t, arch)
   if pass_wc and not red_zeroed and 64 * NJ < POS then -- the pass writes rows < T up to its last key block's end
     p.kernel("bias_zero_cols", { ceil_div(T * (POS - 64 * NJ) // 4, 256), H, 1 }, { "out:grad_edit_region_bias" })
   end
-  if zero_early or gh_bias or gq_red then p.signal("bias_zero") end
+  if zero_early or gq_red then p.signal("bias_zero") end
   p.on(0)
   if gattn.choice.splits == 1 and not makes_rowdots(gattn) then -- else gA or its reduce made them
     p.kernel("rowdot", { ceil_div(BT * H, 32), 1, 1 }, { wsp("gA"), "in:attention_output", wsp("rowdot"), gan }) -- 32 units a block
@@ -681,15 +497,13 @@ local function plan_fused(shape, t, arch)
     within_cross()
     p.signal("grad_qkv")
   else
-    if pass_wc or not gh_bias then
-      p.on(1)
-      p.wait("attention")
-      if pass_wc then
-        within_cross()
-      else
-        if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
-        p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
-      end
+    p.on(1)
+    p.wait("attention")
+    if pass_wc then
+      within_cross()
+    else
+      if zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
+      p.bias_sums(gs_direct and "i64:0" or gs, zero_early and T or POS, gsinv) -- gs_direct: read in place
     end
     p.on(0)
     -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
@@ -773,7 +587,6 @@ local function plan_fused(shape, t, arch)
       finish_product(g1, s1)
       finish_product(g2, s2)
     else
-      if gh_bias then p.wait("bias_zero") end -- its queue zeroed, the rows past T written
       gemm_pair(g1, g2)
     end
   else
@@ -782,7 +595,6 @@ local function plan_fused(shape, t, arch)
     if not gemm(gqw) then qkv_bias_pass() end
     p.on(0)
     if ghid.choice.wg then p.wait("ghid_b") end
-    if gh_bias then p.wait("bias_zero") end -- its queue zeroed, the rows past T written
     gemm(ghid)
   end
 
@@ -795,7 +607,7 @@ local function plan_fused(shape, t, arch)
                                    SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
-                     P_TMA = att_tma and 1 or 0, P_ISSUER = t.p_issuer, GS_HALF = gs_half and 1 or 0,
+                     P_TMA = att_tma and 1 or 0, GS_HALF = gs_half and 1 or 0,
                      GS_ROUND = gs_round and 1 or 0, WC = pass_wc and 1 or 0, OUT0 = red_out0 and 1 or 0,
                      ITEMS = items }
     p.render("attention_wg.cu", values)
@@ -806,7 +618,7 @@ local function plan_fused(shape, t, arch)
   end
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_HALF = gs_half and 1 or 0,
-                                        IN_PLACE = gs_direct and 1 or 0, WARP_PARTS = gh_bias and 1 or 0 })
+                                        IN_PLACE = gs_direct and 1 or 0 })
   end
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 1 })
   local plan = p.finish(arch, 16) -- cp.async reads 16 bytes at a time
@@ -886,8 +698,7 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
   p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0,
-                                      WARP_PARTS = 0 })
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0 })
   p.render("grad_scores.cu", { PREFIX = p.prefix })
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
   return p.finish(arch, 4)

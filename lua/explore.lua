@@ -28,9 +28,8 @@ end
 -- opts.margin (default 0.01: 1%) are combined, fastest first: each one's
 -- choices laid over the best so far (M.combine), checked and timed, and
 -- kept where that is faster than the best by more than the margin; at most
--- opts.combine (default 4) combinations. Single choices often win more
--- together (docs/benchmarks.md, twenty-ninth session: at B=1,T=853 pair_kv=1
--- alone -6.8%, with gs_round=1 -9.1%).
+-- opts.combine (default 4) combinations: single choices often win more
+-- together (docs/experiments.md's tuning table entries).
 function M.explore_case(case, opts)
   opts = opts or {}
   local iters, seed, say = opts.iters or 20, opts.seed or 1, opts.print or print

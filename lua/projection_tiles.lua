@@ -49,18 +49,12 @@ end
 -- `configs` whose shared memory (smem(c) bytes) fits `limit`: waves of blocks,
 -- each SM running `per_sm` of them at `rate` FLOP/s together, plus the traffic
 -- of the partial products when K is split (split_cost's, red as there).
--- want (optional, gA's tiles forced by tile keys ga_bm, ga_bn, ga_split):
--- only configs and splits that match its nonzero bm, bn, splits.
-local function matches(want, c, s)
-  return not want or ((want.bm == 0 or want.bm == c.bm) and (want.bn == 0 or want.bn == c.bn) and
-                      (want.splits == 0 or want.splits == s))
-end
-local function choose(configs, smem, m, n, k, limit, red, want)
+local function choose(configs, smem, m, n, k, limit, red)
   local best
   for _, c in ipairs(configs) do
     for _, s in ipairs(limit and smem(c) > limit and {} or SPLITS) do
       local kslice = k_slice(k, s)
-      if kslice and matches(want, c, s) then
+      if kslice then
         local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * s
         local waves = ceil_div(blocks, SMS * c.per_sm)
         local time = waves * 2 * c.bm * c.bn * kslice / (c.rate / c.per_sm) + split_cost(m, n, s, red)
@@ -72,8 +66,8 @@ local function choose(configs, smem, m, n, k, limit, red, want)
 end
 
 -- mma.sync tiles for op(A) [m, k] @ op(B) [k, n] (TA, TB: stored transposed).
-function M.choose_gemm(m, n, k, ta, tb, limit, want)
-  return choose(GEMM_CONFIGS, function(c) return M.gemm_smem(c, ta, tb) end, m, n, k, limit, nil, want)
+function M.choose_gemm(m, n, k, ta, tb, limit)
+  return choose(GEMM_CONFIGS, function(c) return M.gemm_smem(c, ta, tb) end, m, n, k, limit, nil)
 end
 
 -- wgmma product tiles (templates/gemm_wg.cu): BM/64 warpgroups, BN columns,
@@ -87,15 +81,14 @@ local WG_CONFIGS = {
   { bm = 128, bn = 128, stages = 6, per_sm = 1, rate = 1.95e12 },
   { bm = 256, bn = 128, stages = 4, per_sm = 1, rate = 1.95e12 },
 }
-function M.wg_smem(c, ta, a_sw)
-  local a = ta and GEMM_BK * (c.bm + 8) or c.bm * (a_sw and GEMM_BK or GEMM_BK + 4)
+function M.wg_smem(c, ta)
+  local a = ta and GEMM_BK * (c.bm + 8) or c.bm * (GEMM_BK + 4)
   return c.stages * (a + c.bn * GEMM_BK) * 4 + 1024 -- 1 KiB to align the swizzled tiles
 end
 
--- wgmma tiles for op(A) [m, k] @ B [k, n], B read transposed; a_sw: A from
--- shared memory (not TA).
-function M.choose_wg(m, n, k, ta, limit, a_sw, want)
-  local best = choose(WG_CONFIGS, function(c) return M.wg_smem(c, ta, a_sw) end, m, n, k, limit, nil, want)
+-- wgmma tiles for op(A) [m, k] @ B [k, n], B read transposed.
+function M.choose_wg(m, n, k, ta, limit)
+  local best = choose(WG_CONFIGS, function(c) return M.wg_smem(c, ta) end, m, n, k, limit, nil)
   if best then best.wg = true end
   return best
 end
@@ -113,14 +106,13 @@ local TMA_CONFIGS = {
 -- warpgroup and BM/64 consumer warpgroups).
 function M.tma_threads(c) return c.bm // 64 * 128 + 128 end
 -- rowdot (gA's row dots, gemm_tma's ROWDOT_T): a head of attention_output
--- (bm x 64 floats) and a barrier a head beyond the stages; side (gh_bias,
--- gemm_tma's SIDE): its flag.
-function M.tma_smem(c, ta, rowdot, side)
+-- (bm x 64 floats) and a barrier a head beyond the stages.
+function M.tma_smem(c, ta, rowdot)
   return (c.stages * (c.bm + c.bn) + (ta and c.raw * c.bm or 0)) * GEMM_BK * 4 + (3 * c.stages + c.raw) * 8 + 1024 +
-         (rowdot and c.bm * 64 * 4 + c.bn // 64 * 8 or 0) + (side and 8 or 0)
+         (rowdot and c.bm * 64 * 4 + c.bn // 64 * 8 or 0)
 end
-function M.choose_tma(m, n, k, ta, limit, red, want)
-  local best = choose(TMA_CONFIGS, function(c) return M.tma_smem(c, ta) end, m, n, k, limit, red, want)
+function M.choose_tma(m, n, k, ta, limit, red)
+  local best = choose(TMA_CONFIGS, function(c) return M.tma_smem(c, ta) end, m, n, k, limit, red)
   if best then best.wg, best.tma = true, true end
   return best
 end

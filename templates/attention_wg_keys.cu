@@ -26,10 +26,6 @@ constexpr bool MULTI = ITEMS > 1;
 constexpr i64 NI = KX * kB * kHeads;
 static_assert(NI < (1ll << 31), "item indices are 32-bit");
 static_assert(!MULTI || (!GS_HALF && P_STAGES == 2), "items one after another: fp32 gS, P one step ahead");
-// The thread of a warpgroup that asks the TMA for its P and Pd: 0, or
-// (p_issuer=1) the first of its second warp, so that the rows' copies (asked
-// for by thread 0 of the block) and warpgroup 0's are issued side by side.
-constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v of the block's NW x 64 keys, rounded once: two tiles of [NW x 64 j][32 d]
 //         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each;
@@ -156,7 +152,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
     // A warpgroup past the last key block only arrives, so that its slots'
     // phases follow the block's steps into the items after (where it may be live).
     auto load_p = [&](const item &it, int i0, int slot) {
-        if (i0 >= kT || wt != P_ISSUER) return;
+        if (i0 >= kT || wt != 0) return;
         if (it.live) tma_p(ring + slot * 2 * P_TILE, &map_p, &map_pd, full + slot, it.head_rows + i0, it.j0);
         else tc::mbar_arrive(full + slot);
     };

@@ -9,10 +9,6 @@
 namespace fw {
 namespace rows_org {
 constexpr int BI = 64, HALF = 32;
-// The thread of a warpgroup that asks the TMA for P and Pd: 0, the one that
-// asks for the rows, or (p_issuer=1) the first of its second warp, so that
-// the two sets of copies are issued side by side.
-constexpr int P_ISSUER = {{P_ISSUER}} ? 32 : 0;
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v_j [64 j][64 d]: two tiles of 32 d, rounded once
 //   per warpgroup two step buffers (attention_wg.cu's GA, GAT, QT), each WG_BUF floats
@@ -121,7 +117,7 @@ __device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
     // `slot`: four boxes of 8 x 68 each (see the top), asked for by the
     // warpgroup's first thread, counted in bytes on the slot's barrier.
     auto load_p = [&](int i0, int slot) {
-        if (i0 >= kT || wt != P_ISSUER) return;
+        if (i0 >= kT || wt != 0) return;
         tma_p(ring + slot * 2 * P_TILE, &map_p, &map_pd, full + slot, head_rows + i0 + HALF * w, j0);
     };
 #else

@@ -50,7 +50,7 @@ extern "C" __global__ void __launch_bounds__(256)
     float s[4] = {0.f, 0.f, 0.f, 0.f}, within = 0.f, cross = 0.f;
     if (mine && i < kT && j < kT) {
         const gs_t *src = kInPlace ? reinterpret_cast<const gs_t *>(grad_edit_region_bias) : gs;
-        tc::bias_column_sums<kB, kT, kLd, kGsRows, kHalf, false, kUnroll>(src + (h * kGsRows + i) * kLd + j,
+        tc::bias_column_sums<kB, kT, kLd, kGsRows, kHalf, kUnroll>(src + (h * kGsRows + i) * kLd + j,
                                                                           edit_region_mask, gsinv, h, i, j, s, within,
                                                                           cross);
     }
@@ -109,12 +109,6 @@ extern "C" __global__ void __launch_bounds__(256)
 }
 
 // One block per head: the partials of bias_grads, summed in a fixed order.
-// kWarpParts (tile gh_bias=1): the partials are those of each row's warps
-// (tc::bias_side's items, [16, T, kCT / 32, 2]), added in warp order into the
-// row's as bias_grads adds them: the same sums.
-namespace ea {
-constexpr bool kWarpParts = {{WARP_PARTS}};
-} // namespace ea
 extern "C" __global__ void __launch_bounds__(256)
 {{PREFIX}}_bias_final(const float *__restrict__ partials, float *__restrict__ grad_within_edit_bias,
                       float *__restrict__ grad_cross_edit_bias) {
@@ -124,17 +118,8 @@ extern "C" __global__ void __launch_bounds__(256)
     const int h = blockIdx.x;
     float w = 0.f, c = 0.f;
     for (int p = threadIdx.x; p < kT; p += 256) { // one partial per row i < T
-        if constexpr (kWarpParts) {
-            constexpr int kNW = kCT / 32;
-            const float *row = partials + 2 * ((long long)h * kT + p) * kNW;
-            float rw = 0.f, rc = 0.f;
-            for (int x = 0; x < kNW; ++x) rw += row[2 * x], rc += row[2 * x + 1];
-            w += rw;
-            c += rc;
-        } else {
-            w += partials[2 * ((long long)h * kPos + p)];
-            c += partials[2 * ((long long)h * kPos + p) + 1];
-        }
+        w += partials[2 * ((long long)h * kPos + p)];
+        c += partials[2 * ((long long)h * kPos + p) + 1];
     }
     w = tc::block_sum(w, scratch);
     c = tc::block_sum(c, scratch);

@@ -7,17 +7,11 @@
 // partial product to C + z * M * N (the reduce kernel adds the slices in order).
 // The contiguous dimension of each operand must be a multiple of 4 and the
 // pointers 16-byte aligned (the plan checks both); rows past M, N or K read 0.
-// An active Epilogue takes the block's accumulators instead of the stores to
-// C: epi(acc, smem, m0, n0, wm, wn), once every warp is done with the stages
-// (gA's K slices added across a cluster: templates/gemm_tc_cluster_kernel.cu).
 namespace tc {
-struct store_epilogue {
-    static constexpr bool active = false; // the stores below; never called
-};
 template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, bool TB, int MODE, int BM, int BN, int BK, int WARPS_M,
-          int WARPS_N, int STAGES, i64 KSPLIT, class Epilogue = store_epilogue>
+          int WARPS_N, int STAGES, i64 KSPLIT>
 __device__ __forceinline__ void gemm(const float *__restrict__ A, const float *__restrict__ B, float *__restrict__ C,
-                                     i64 ldc, float alpha, int split, Epilogue epi = {}) {
+                                     i64 ldc, float alpha, int split) {
     constexpr int NT = WARPS_M * WARPS_N * 32;
     constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N, FM = WTM / 16, FN = WTN / 8;
     // Tiles read along their rows' index as k are stored [BK][rows + 8], the
@@ -64,11 +58,6 @@ __device__ __forceinline__ void gemm(const float *__restrict__ A, const float *_
         for (int k = 0; k < BK; k += kstep<MODE>::value) warp_mma<MODE>(acc, k, a, b);
     }
     cp_async_wait<0>();
-    if constexpr (Epilogue::active) {
-        __syncthreads(); // every warp's last fragment reads are done: the stages are the epilogue's
-        epi(acc, smem, m0, n0, wm, wn);
-        return;
-    }
 
     const int lane = tid % 32, g = lane / 4, t = lane % 4;
 #pragma unroll

@@ -57,24 +57,6 @@
 // shuffle tree (its lanes' column pairs are a thread's 8 here, times the
 // quad's 4): the same bits as the rowdot kernel's.
 //
-// SIDE (tile gh_bias=1; A_TRUNC, nothing else for the producer's warps to
-// do): work of the call's that needs no tensor cores, done by the producer's
-// three other warps while the consumers make the tile (tc::bias_side: the
-// edit-bias sums), side(warp, lane, gemm_done), gemm_done set as the
-// consumers reach the tile's last four k tiles, so that the side work's last
-// item ends about when the tile does. The consumers then wait on `full` itself
-// (A as stored, B rounded by the transpose: nothing to make ready).
-//
-// MC = 2 (tile mc=2): B's tile multicast (TMA) to a cluster of two blocks
-// along M, the tiles (bx, by) and (bx, by + 1) (the launch's clusters
-// (1, 2, 1), its rows of tiles padded to even): each block asks the TMA for
-// half of B's rows for both, so L2 serves B once for two blocks (the
-// products' tiles read 48 KB of L2 a k tile, B 32 KB of it). A stage is
-// then free only when both blocks' consumers have given it back: `empty`
-// counts the two blocks' consumer warps, each arriving on both; the TMA
-// thread waits at the end for its stages' last releases, so no arrival from
-// the other block can reach a block that has exited.
-//
 // CLUSTER > 1: the tile's CLUSTER K slices are the blocks of one cluster, the
 // slice its rank. Each parks its accumulators in its shared memory (the stages
 // are free once the block's last wgmma is complete); then rank r adds rows
@@ -134,12 +116,6 @@ __device__ __forceinline__ void cluster_add_store(const float (&acc)[BN / 2], fl
     cluster_sync(); // the others have read this block's tile: it may go
 }
 
-// The SIDE of a product with no side work.
-struct no_side {
-    static constexpr bool active = false;
-    __device__ __forceinline__ void operator()(int, int, const int *) const {}
-};
-
 // Threads: the producer warpgroup (0..127), then BM/64 consumer warpgroups:
 // gemm_tma_threads(BM). The producer's first warp asks the TMA for the tiles
 // (its first lane), as far ahead as the stages (and TA's RAW raw tiles)
@@ -165,11 +141,10 @@ template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile,
 
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
-          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0, int MC = 1, class SIDE = no_side>
+          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by,
-                                         const tma_map *map_o = nullptr, float *__restrict__ rowdot = nullptr,
-                                         const SIDE &side = SIDE()) {
+                                         const tma_map *map_o = nullptr, float *__restrict__ rowdot = nullptr) {
     constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
     constexpr bool ROWDOT = ROWDOT_T > 0;
     constexpr int HEADS = ROWDOT ? BN / 64 : 0, HEAD_TILE = BM * 64; // attention_output a head: two boxes
@@ -187,10 +162,6 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                   "the parked tile fits in the stages; C as stored");
     static_assert(CLUSTER == 1 || IN_CLUSTER, "K slices added across a cluster are a cluster launch's");
     static_assert(!RED || (CLUSTER == 1 && !C_T), "K slices added by atomics: not in a cluster, C as stored");
-    static_assert(!SIDE::active || (A_TRUNC && !B_ROUND && !COLSUM && !ROWDOT && CLUSTER == 1),
-                  "side work: the producer's warps have none of their own");
-    static_assert(MC == 1 || (MC == 2 && CLUSTER == 1 && IN_CLUSTER),
-                  "B multicast: a cluster of two blocks along M (not with K slices in clusters)");
     // The same address either way: the blocks of a launch in clusters
     // (IN_CLUSTER) through smem_1k (where tests/emu gives each block its own
     // memory); the others as computed here (ptxas schedules smem_1k's form
@@ -208,23 +179,19 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     unsigned long long *full = reinterpret_cast<unsigned long long *>(head0 + (ROWDOT ? HEAD_TILE : 0));
     unsigned long long *ready = full + STAGES, *empty = ready + STAGES, *raw_free = empty + STAGES;
     unsigned long long *head_full = raw_free + RAW; // ROWDOT: one a head
-    int *gemm_done = reinterpret_cast<int *>(head_full + HEADS); // SIDE: the tile's last k tiles are reached
 
     const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&ready[s], TMA_PREP_THREADS);
-            mbar_init(&empty[s], NC * 4 * MC); // each consumer warp (of each block sharing B)
+            mbar_init(&empty[s], NC * 4); // each consumer warp
         }
         for (int r = 0; r < RAW; ++r) mbar_init(&raw_free[r], TMA_PREP_THREADS);
         for (int h = 0; h < HEADS; ++h) mbar_init(&head_full[h], 1);
-        if constexpr (SIDE::active) *gemm_done = 0;
         mbar_init_fence();
     }
-    if constexpr (MC > 1) cluster_sync(); // both blocks' barriers ready before any multicast or remote arrival
-    else __syncthreads();
-    const unsigned mrank = MC > 1 ? cluster_ctarank() : 0; // B's part this block asks for
+    __syncthreads();
 
     const int m0 = (int)((i64)by * BM), n0 = (int)((i64)bx * BN);
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
@@ -244,18 +211,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
             float *Bs = smem + s * STAGE, *As = Bs + B_TILE;
             const int k0 = (int)(kbeg + 32 * (i64)j);
             mbar_expect_tx(&full[s], STAGE * 4);
-            if constexpr (MC > 1)
-                tma_load_2d_mc(Bs + mrank * (BN / MC) * 32, map_b, &full[s], k0, n0 + (int)mrank * (BN / MC),
-                               (unsigned short)((1u << MC) - 1));
-            else tma_load_2d(Bs, map_b, &full[s], k0, n0);
+            tma_load_2d(Bs, map_b, &full[s], k0, n0);
             if constexpr (TA) tma_load_2d(raw + (j % RAW) * A_TILE, map_a, &full[s], m0, k0);
             else tma_load_2d(As, map_a, &full[s], k0, m0);
         }
-        // MC: each stage's last tile given back by both blocks, so no arrival is still to come (ROWDOT's
-        // waits below are for those same phases, and pass).
-        if constexpr (MC > 1)
-            for (int j = ktiles > STAGES ? ktiles - STAGES : 0; j < ktiles; ++j)
-                mbar_wait(&empty[j % STAGES], (j / STAGES) & 1);
         if constexpr (ROWDOT) {
             for (int h = 0; h < HEADS; ++h) {
                 float *dst = head0;
@@ -270,11 +229,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         }
         return;
     }
-    if (wg == 0) { // the rest of the producer: A made ready for the tensor cores, or SIDE's work
-        if constexpr (SIDE::active) {
-            side(tid / 32 - 1, tid % 32, gemm_done);
-            return;
-        }
+    if (wg == 0) { // the rest of the producer: A made ready for the tensor cores
         const int p = tid - 32;
         // Chunk i = p + 96 j is column m = i % BM: for BM = 128 thread p meets
         // the four columns (p + 96 j) % 128, j % 4, so four sums (COLSUM).
@@ -339,31 +294,21 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
 
     // A consumer: rows 64w .. 64w+63 of the block's tile, all BN columns.
     const int w = wg - 1, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    // A stage given back: to this block's TMA thread, and (MC) to the other block's, which multicasts into it.
-    const auto give_back = [&](int s) {
-        if constexpr (MC > 1)
-            for (int r = 0; r < MC; ++r) mbar_arrive_cluster(&empty[s], (unsigned)r);
-        else mbar_arrive(&empty[s]);
-    };
     float acc[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
     for (int kt = 0; kt < ktiles; ++kt) {
         const int s = kt % STAGES;
-        mbar_wait(SIDE::active ? &full[s] : &ready[s], (kt / STAGES) & 1);
-        // SIDE: its warps take no more work from here (a few k tiles' time, about one item's).
-        if (SIDE::active && threadIdx.x == 128 && kt == (ktiles > 4 ? ktiles - 4 : 0))
-            *reinterpret_cast<volatile int *>(gemm_done) = 1;
+        mbar_wait(&ready[s], (kt / STAGES) & 1);
         const float *Bs = smem + s * STAGE, *As = Bs + B_TILE + w * 64 * 32;
         wg_fence();
 #pragma unroll
         for (int k = 0; k < 4; ++k) wgmma_tf32_ss<BN>(acc, wg_desc(As + 8 * k), wg_desc(Bs + 8 * k));
         wg_commit();
         wg_wait<1>(); // tile kt-1's wgmmas are complete: its stage goes back
-        if (kt > 0 && lane == 0) give_back((kt - 1) % STAGES);
+        if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]); // tile kt-1's stage, to the TMA thread
     }
     wg_wait<0>();
-    if (MC > 1 && lane == 0) give_back((ktiles - 1) % STAGES); // the last tile too: the TMA thread waits for it
 
     const int wrow = w * 64 + (tid / 32) * 16;
     if constexpr (CLUSTER > 1) {

@@ -3,18 +3,13 @@
 // colsum: A's column sums per K slice ({{COLSUM}}; else unused, null). A to the tensor cores as stored: {{A_TRUNC}}.
 // B rounded in place: {{B_ROUND}}. C stored transposed: {{C_T}} (a K slice's C then {{SPLIT_LD}} floats a row).
 // K slices added into C by float atomics (C zeroed before): {{RED}}; else each slice's C apart, for a reduce.
-// B's tile multicast to clusters of {{MC}} block(s) along M (tile mc=2; rows of tiles padded to whole clusters).
-// Side work (tile gh_bias=1): SIDE {{SIDE}} (tc::gemm_tma's; a tc::bias_side: the edit-bias sums by the producer's
-// other warps beside the tiles).
 extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads({{BM}}), 1) {{CLUSTER_DIMS}}
 {{NAME}}(const __grid_constant__ tc::tma_map map_a, const __grid_constant__ tc::tma_map map_b,
-         float *__restrict__ C, float alpha, float *__restrict__ colsum {{SIDE_PARAMS}}) {
+         float *__restrict__ C, float alpha, float *__restrict__ colsum) {
     tc::pdl_enter();
     constexpr bool RED = {{RED}}, APART = {{SPLITS}} > 1 && !RED; // APART: each K slice's C apart
     float *out = APART ? C + (long long)blockIdx.z * {{M}} * {{N}} : C;
-    {{SIDE_DEF}}
     tc::gemm_tma<{{M}}, {{N}}, {{K}}, {{TA}}, {{BM}}, {{BN}}, {{STAGES}}, {{RAW}}, {{KSPLIT}}, {{COLSUM}}, {{A_TRUNC}},
-                 {{B_ROUND}}, {{C_T}}, 1, ({{MC}} > 1), RED, 0, {{MC}}>(&map_a, &map_b, out, APART ? {{SPLIT_LD}} : {{LDC}},
-                                                                       APART ? 1.f : alpha, blockIdx.z, colsum, blockIdx.x,
-                                                                       blockIdx.y, nullptr, nullptr, {{SIDE}});
+                 {{B_ROUND}}, {{C_T}}, 1, false, RED>(&map_a, &map_b, out, APART ? {{SPLIT_LD}} : {{LDC}},
+                                                      APART ? 1.f : alpha, blockIdx.z, colsum, blockIdx.x, blockIdx.y);
 }

@@ -21,13 +21,6 @@
 // multiple of 4 (the transpose writes them), pointers 16-byte aligned; rows
 // past M or N and k past K read as zeros.
 //
-// A_SW (A stored [M, K], tile a_smem=1): A goes to the wgmmas from shared
-// memory instead, in the same swizzled K-major tiles as B. The tensor cores
-// would truncate raw fp32 bits, so each thread rounds the 16-byte chunks it
-// copied in place (the add of to_tf32) as soon as they land, while the
-// previous tile's wgmmas still run: the same operand bits as the register
-// path, without its two register sets and fragment loads.
-//
 // B_RAW: B is raw fp32 (gS for gQ, not a rounded copy), rounded in place the
 // same way. B_F16: B is fp16 (gS of tile gs_half=1) times a power of two per
 // 64 k (bscale holds their inverses): each thread's 8-byte copies land in
@@ -257,7 +250,7 @@ __device__ __forceinline__ void add_tile_sw128(float *tile, float *__restrict__ 
     }
 }
 
-template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT, bool A_SW = false,
+template <i64 M, i64 N, i64 K, i64 LDA, i64 LDB, bool TA, int BM, int BN, int STAGES, i64 KSPLIT,
           bool B_RAW = false, bool TC = false, class BE = float, i64 RED_LD = 0, int PAIR = 1>
 __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *__restrict__ B,
                                         float *__restrict__ C, i64 ldc, float alpha, int split,
@@ -268,14 +261,12 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     constexpr int NTB = NT * PAIR; // the block's threads: NT a matrix
     // B first in each stage: every tile size here is a multiple of 1024 bytes,
     // so each B tile starts where the swizzle pattern does.
-    constexpr int A_LD = TA ? BM + 8 : A_SW ? 32 : 36, A_SIZE = TA ? 32 * A_LD : BM * A_LD;
+    constexpr int A_LD = TA ? BM + 8 : 36, A_SIZE = TA ? 32 * A_LD : BM * A_LD;
     constexpr int B_SIZE = BN * 32, STAGE = A_SIZE + B_SIZE;
     static_assert(BM % 64 == 0 && (BN == 64 || BN % 128 == 0) && STAGES >= 3 && KSPLIT % 32 == 0, "wgmma tiles");
-    static_assert(!(A_SW && TA), "A from shared memory must be K-major");
-    static_assert(!(A_SW && BN == 64), "BN = 64 takes A from registers");
     static_assert(A_SIZE % 256 == 0, "stages of whole 1024-byte blocks");
     static_assert(RED_LD == 0 || (!B_F16 && RED_LD % 4 == 0), "reductions of fp32 B, 16-byte aligned");
-    static_assert(PAIR == 1 || (PAIR == 2 && BM == 64 && TA && !A_SW && !B_F16 && RED_LD > 0),
+    static_assert(PAIR == 1 || (PAIR == 2 && BM == 64 && TA && !B_F16 && RED_LD > 0),
                   "two matrices a block: gQ's, one warpgroup each");
     extern __shared__ float4 smem4[];
     const unsigned raw = (unsigned)__cvta_generic_to_shared(smem4);
@@ -299,8 +290,7 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
         for (int w = 0; w < PAIR; ++w) { // PAIR = 2: all threads copy both matrices' tiles
             float *Bs = smem + (stage * PAIR + w) * STAGE, *As = Bs + B_SIZE;
             copy_tile_sw128<BN, NTB>(Bs, B + w * pb, LDB, n0, k0, N, kend);
-            if constexpr (A_SW) copy_tile_sw128<BM, NTB>(As, A, LDA, m0, k0, M, kend);
-            else if constexpr (TA) copy_tile<32, BM, NTB>(As, A_LD, A + w * pa, LDA, k0, m0, kend, M);
+            if constexpr (TA) copy_tile<32, BM, NTB>(As, A_LD, A + w * pa, LDA, k0, m0, kend, M);
             else copy_tile<BM, 32, NTB>(As, A_LD, A, LDA, m0, k0, M, kend);
         }
     };
@@ -316,7 +306,6 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
     // stage of tile kt-1 is still being read by the group left in flight.
     auto step = [&](int kt, unsigned (&a)[4][4]) {
         cp_async_wait<STAGES - 3>();
-        if constexpr (A_SW) round_tile_sw128<BM, NT>(smem + (kt % STAGES) * STAGE + B_SIZE);
         if constexpr (B_F16)
             widen_tile_f16<BN, NT>(smem + (kt % STAGES) * STAGE, bsc[(kbeg + (i64)kt * 32) / 64]);
         else if constexpr (PAIR == 2) // both batch rows' chunks this thread copied: rounded, summed, one reduction
@@ -331,17 +320,15 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
         if (kt + STAGES - 2 < ktiles) load((kt + STAGES - 2) % STAGES, kt + STAGES - 2);
         cp_async_commit();
         const float *Bs = smem + ((kt % STAGES) * PAIR + mat) * STAGE, *As = Bs + B_SIZE;
-        if constexpr (!A_SW) {
-            auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
+        auto at = [&](int m, int k) { return TA ? As[k * A_LD + wrow + m] : As[(wrow + m) * A_LD + k]; };
 #pragma unroll
-            for (int s = 0; s < 4; ++s) tf32_a_fragment(a[s], g, 8 * s + t, at);
-            // Pin the fragments before the fence: the compiler would otherwise sink
-            // the rounding adds between the wgmmas, which makes ptxas serialize them.
+        for (int s = 0; s < 4; ++s) tf32_a_fragment(a[s], g, 8 * s + t, at);
+        // Pin the fragments before the fence: the compiler would otherwise sink
+        // the rounding adds between the wgmmas, which makes ptxas serialize them.
 #pragma unroll
-            for (int s = 0; s < 4; ++s)
+        for (int s = 0; s < 4; ++s)
 #pragma unroll
-                for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[s][i])::"memory");
-        }
+            for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[s][i])::"memory");
         wg_fence();
 #pragma unroll
         for (int s = 0; s < 4; ++s)
@@ -349,7 +336,6 @@ __device__ __forceinline__ void gemm_wg(const float *__restrict__ A, const BE *_
             for (int h = 0; h < NH; ++h) {
                 const unsigned long long b = wg_desc(Bs + h * WN * 32 + 8 * s);
                 if constexpr (WN == 64) wgmma_n64_tf32(acc[h], a[s], b);
-                else if constexpr (A_SW) wgmma_n128_tf32_ss(acc[h], wg_desc(As + wg * 64 * 32 + 8 * s), b);
                 else wgmma_n128_tf32(acc[h], a[s], b);
             }
         wg_commit();

@@ -21,7 +21,7 @@ extern "C" __global__ void __launch_bounds__({{BM}} / 64 * 128 * {{PAIR}}, {{MIN
                     z0 = RED_LD > 0 ? blockIdx.z / {{OUTER}} : blockIdx.z % {{INNER}};
     const bool two = PAIR == 2 && z1 + 1 < {{NB}};
     const unsigned mask = (z1 >= {{RED_FROM}}) | (two && z1 + 1 >= {{RED_FROM}}) << 1; // the rows added
-    tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, false, {{B_RAW}}, true, {{B_T}}, RED_LD, PAIR>(
+    tc::gemm_wg<{{M}}, {{N}}, {{K}}, {{LDA}}, {{LDB}}, true, {{BM}}, {{BN}}, {{STAGES}}, {{KSPLIT}}, {{B_RAW}}, true, {{B_T}}, RED_LD, PAIR>(
         A + z1 * {{SA1}} + z0 * {{SA0}}, B + z1 * {{SB1}} + z0 * {{SB0}}, C + z1 * {{SC1}} + z0 * {{SC0}}, {{LDC}},
         alpha, 0, bscale + (long long)blockIdx.z * {{NKB}}, mask ? red + z0 * RED_LD * RED_LD : nullptr,
         two ? {{SA1}} : 0, two ? {{SB1}} : 0, {{SC1}}, two, mask);

@@ -116,10 +116,8 @@ static void edit_attention_suite_compiles(void **state) {
     /* P and Pd through the shared-memory ring: rows copied shifted at odd T, three buffers at bj=64. */
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "p_stages=2 bj=32", &k), ATTNBWD_OK);
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "p_stages=3 bj=64", &k), ATTNBWD_OK);
-    /* The other exploration keys: gQ on mma.sync, early placement, and wgmma's A from shared
-     * memory where the products run on wgmma (B=64,T=128). */
+    /* The other exploration keys: gQ on mma.sync and early placement. */
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &odd, "wg_gq=0 pdl=2", &k), ATTNBWD_OK);
-    assert_int_equal(attnbwd_get_kernel_tiles(ctx, &shapes[0], "a_smem=1", &k), ATTNBWD_OK);
     /* The wgmma products without the TMA beside the attention pass on wgmma, which names the
      * mbarrier helpers of templates/tma.cu either way. */
     assert_int_equal(attnbwd_get_kernel_tiles(ctx, &shapes[0], "tma=0", &k), ATTNBWD_OK);

@@ -9,25 +9,17 @@
 // tests/CMakeLists.txt renders: one and two consumer warpgroups, gS rounded
 // by the kernel or not, T = 1, 17, 129, 200, blocks that walk several tiles
 // (reusing stages and k's slots across tiles); and gS in heads of more rows
-// than T, as gs_direct's. And grad_hidden's product with the edit-bias sums
-// as its producer warps' side work (templates/bias_rows.cu, tile gh_bias=1).
+// than T, as gs_direct's.
 #include "cuda_on_cpu.h"
 
 #include <cmath>
 
 #include "tc_common.cu"
 #include "gemm_tma.cu"
-#include "bias_rows.cu"
 
 #include "emu_pair_1.inc" // tests/CMakeLists.txt renders them from templates/gemm_tma_pair_kernel.cu
 #include "emu_pair_2.inc"
 #include "emu_pair_3.inc"
-// emu_pair_4: product 2 makes the edit-bias sums of B = 5, T = 70 (gS rows of 72) over its blocks.
-#define EMU_SIDE_PARAMS                                                                                              \
-    , const float *gs, const float *edit_region_mask, float *grad_edit_region_bias, float *parts, int *queue
-#define EMU_SIDE_DEF const tc::bias_side<5, 70, 72, NB2> side{gs, edit_region_mask, grad_edit_region_bias, parts, queue};
-#include "emu_pair_4.inc"
-#include "emu_pair_5.inc"
 
 namespace {
 
@@ -139,39 +131,6 @@ bool gemm_case() {
     return ok;
 }
 
-// B's tile multicast to clusters of two blocks along M (tile mc=2, MC): C =
-// op(A) @ B^T as gemm_case's, the blocks of a cluster the tiles (bx, by) and
-// (bx, by + 1), each asking the TMA for half of B's rows for both (B's box
-// BN / 2 rows); M's tiles padded to whole clusters (the last block's rows
-// past M), K in slices apart; with TA, A's column sums.
-template <bool TA, int BN, bool TRUNC, long long M, long long N, long long K, long long KSPLIT, bool COLSUM = false>
-bool mc_case() {
-    constexpr int BM = 128, STAGES = 4, RAW = 2, MC = 2;
-    constexpr long long SPLITS = (K + KSPLIT - 1) / KSPLIT;
-    constexpr int gx = (int)((N + BN - 1) / BN), gy = (int)((M + BM * MC - 1) / (BM * MC) * MC);
-    product p(M, N, K, TA, BN, KSPLIT);
-    const tc::tma_map mb{p.B.data(), N, K, K, BN / MC, 32, 1};
-    std::vector<float> C(SPLITS * M * N, NAN);
-    emu_launch((unsigned)(gx * gy * SPLITS), tc::gemm_tma_threads(BM), [&] {
-        const int id = (int)blockIdx.x, rank = id % MC, t = id / MC;
-        const int bx = t % gx, by = MC * (t / gx % (gy / MC)) + rank, split = t / (gx * (gy / MC));
-        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, TRUNC, false, false, 1, true, false, 0, MC>(
-            &p.ma, &mb, C.data() + split * M * N, N, 1.f, split, COLSUM ? p.sums.data() : nullptr, bx, by);
-    }, MC);
-    double worst, refmax;
-    p.error([&](long long m, long long n) {
-        double o = 0;
-        for (long long sp = 0; sp < SPLITS; ++sp) o += C[sp * M * N + m * N + n];
-        return o;
-    }, worst, refmax);
-    const double sums_err = COLSUM ? p.sums_error() : 0;
-    const bool ok = close_enough(worst, refmax) && sums_err <= 1e-5 * KSPLIT;
-    printf("%s gemm_tma MC=2 (B multicast) TA=%d BN=%d A_TRUNC=%d COLSUM=%d M=%lld N=%lld K=%lld in %lld slice(s), %d "
-           "blocks: max abs err %.3g of %.3g, column sums' %.3g\n", ok ? "PASS" : "FAIL", TA, BN, TRUNC, COLSUM, M, N, K,
-           SPLITS, gx * gy * (int)SPLITS, worst, refmax, sums_err);
-    return ok;
-}
-
 // gA with the attention pass's row dots (ROWDOT_T, tile ga_rowdot=1): C =
 // A @ B^T over M = B*T rows and N = 1024 columns, and D[b, h, i] = C[b*T+i,
 // head h] . O[b*T+i, head h], O attention_output's stand-in: C against the
@@ -179,19 +138,19 @@ bool mc_case() {
 // rowdot kernel's) over the stored C, every D written. The heads after the
 // first go through the stages of the last k tiles: K = 32 * STAGES puts them
 // in the stages of k tiles 0.. (the fewest tiles allowed), more K past those.
-template <int BN, int STAGES, long long B, long long T, long long K, int MC = 1> bool rowdot_case() {
+template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot_case() {
     constexpr int BM = 128;
     constexpr long long M = B * T, N = 1024;
     product p(M, N, K, false, BN, K);
     std::vector<float> O(M * N), D(B * 16 * T, NAN);
     for (auto &x : O) x = (float)uniform_pm1();
-    const tc::tma_map mo{O.data(), M, N, N, BM, 32, 1}, mb{p.B.data(), N, K, K, BN / MC, 32, 1};
-    const int gx = (int)(N / BN), gy = (int)((M + BM * MC - 1) / (BM * MC) * MC); // MC: B multicast, whole clusters
+    const tc::tma_map mo{O.data(), M, N, N, BM, 32, 1};
+    const int gx = (int)(N / BN), gy = (int)((M + BM - 1) / BM);
     emu_launch((unsigned)(gx * gy), tc::gemm_tma_threads(BM), [&] {
-        const int id = (int)blockIdx.x, rank = id % MC, t = id / MC;
-        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, false, false, false, 1, (MC > 1), false, T, MC>(
-            &p.ma, &mb, p.C.data(), N, 1.f, 0, nullptr, t % gx, MC * (t / gx) + rank, &mo, D.data());
-    }, MC);
+        const int t = (int)blockIdx.x;
+        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, false, false, false, 1, false, false, T>(
+            &p.ma, &p.mb, p.C.data(), N, 1.f, 0, nullptr, t % gx, t / gx, &mo, D.data());
+    });
     double worst, refmax;
     p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, worst, refmax);
     long long unequal = 0;
@@ -207,103 +166,10 @@ template <int BN, int STAGES, long long B, long long T, long long K, int MC = 1>
             unequal += __float_as_uint(s[0]) != __float_as_uint(D[((r / T) * 16 + h) * T + r % T]);
         }
     const bool ok = close_enough(worst, refmax) && unequal == 0;
-    printf("%s gemm_tma ROWDOT BN=%d STAGES=%d MC=%d B=%lld T=%lld K=%lld: max abs err %.3g of %.3g, %lld of %lld row "
-           "dots unlike the rowdot kernel's\n", ok ? "PASS" : "FAIL", BN, STAGES, MC, B, T, K, worst, refmax, unequal,
+    printf("%s gemm_tma ROWDOT BN=%d STAGES=%d B=%lld T=%lld K=%lld: max abs err %.3g of %.3g, %lld of %lld row "
+           "dots unlike the rowdot kernel's\n", ok ? "PASS" : "FAIL", BN, STAGES, B, T, K, worst, refmax, unequal,
            B * 16 * T);
     return ok;
-}
-
-// The edit-bias sums' inputs: gS [B, 16, T, LD] (its row padding NaN, never
-// read), a 0/1 mask [B, T]; and outputs: grad_edit_region_bias [16, 1024,
-// 1024] (NaN before: rows past T must stay so), each row's warps'
-// within/cross sums, the items' queue.
-struct bias_sums {
-    long long B, T, LD;
-    int NW;
-    std::vector<float> gs, mask, bias, parts;
-    int queue[2] = {0, 0};
-    bias_sums(long long b, long long t)
-        : B(b), T(t), LD((t + 3) / 4 * 4), NW(tc::bias_row_threads(t) / 32), gs(b * 16 * t * LD), mask(b * t),
-          bias(16 * 1024 * 1024, NAN), parts(16 * t * NW * 2, NAN) {
-        for (long long r = 0; r < B * 16 * T; ++r)
-            for (long long j = 0; j < LD; ++j) gs[r * LD + j] = j < T ? (float)uniform_pm1() : NAN;
-        for (auto &m : mask) m = uniform_pm1() > 0 ? 1.f : 0.f;
-    }
-    // Whether every sum has bias_grads' bits (a thread's batch rows in order,
-    // its warp's shuffle tree), rows past T are untouched, every item was
-    // taken and `blocks` blocks counted; says so.
-    bool check(int blocks) const {
-        constexpr long long POS = 1024;
-        long long unequal = 0, untouched = 0;
-        for (long long h = 0; h < 16; ++h)
-            for (long long i = 0; i < POS; ++i) {
-                const float *out = &bias[(h * POS + i) * POS];
-                if (i >= T) { // not the side work's
-                    for (long long c = 0; c < POS; ++c) untouched += std::isnan(out[c]);
-                    continue;
-                }
-                for (int x = 0; x < NW; ++x) {
-                    float w[32], c[32];
-                    for (int l = 0; l < 32; ++l) {
-                        const long long j = 4 * (32 * x + l);
-                        float s[4] = {0.f, 0.f, 0.f, 0.f};
-                        w[l] = 0.f, c[l] = 0.f;
-                        for (long long b = 0; b < B && j < T; ++b) {
-                            const float mi = mask[b * T + i];
-                            for (long long e = 0; e < 4 && j + e < T; ++e) {
-                                const float v = gs[((b * 16 + h) * T + i) * LD + j + e], mj = mask[b * T + j + e];
-                                s[e] += v;
-                                w[l] = fmaf(v, mi * mj, w[l]);
-                                c[l] = fmaf(v, mi * (1.f - mj) + (1.f - mi) * mj, c[l]);
-                            }
-                        }
-                        for (int e = 0; e < 4; ++e) unequal += __float_as_uint(s[e]) != __float_as_uint(out[j + e]);
-                    }
-                    for (int o = 16; o > 0; o >>= 1) {
-                        float nw[32], nc[32];
-                        for (int l = 0; l < 32; ++l) nw[l] = w[l] + w[l ^ o], nc[l] = c[l] + c[l ^ o];
-                        memcpy(w, nw, sizeof w);
-                        memcpy(c, nc, sizeof c);
-                    }
-                    const float *part = &parts[2 * ((h * T + i) * NW + x)];
-                    unequal += (__float_as_uint(w[0]) != __float_as_uint(part[0])) +
-                               (__float_as_uint(c[0]) != __float_as_uint(part[1]));
-                }
-                for (long long c = 4 * 32 * NW; c < POS; ++c) unequal += out[c] != 0.f || std::signbit(out[c]);
-            }
-        const long long items = 16 * T * NW;
-        const bool ok = unequal == 0 && untouched == 16 * (POS - T) * POS && queue[0] >= items && queue[1] == blocks;
-        printf("%s   edit-bias sums B=%lld T=%lld: %lld unlike bias_grads', %lld of %lld elements past T untouched, "
-               "%lld of %lld items taken, %d of %d blocks counted\n", ok ? "PASS" : "FAIL", B, T, unequal, untouched,
-               16 * (POS - T) * POS, queue[0] < items ? (long long)queue[0] : items, items, queue[1], blocks);
-        return ok;
-    }
-};
-
-// grad_hidden with the edit-bias sums as its producer warps' side work
-// (tile gh_bias=1: tc::bias_side): C = A @ B^T (A as stored, A_TRUNC)
-// against the product, and the sums (bias_sums::check).
-template <int BN, long long M, long long N, long long K, long long B, long long T, int MC = 1> bool bias_side_case() {
-    constexpr int BM = 128, STAGES = 4, GY = (int)((M + BM * MC - 1) / (BM * MC) * MC), BLOCKS = (int)(N / BN) * GY;
-    constexpr long long LD = (T + 3) / 4 * 4;
-    static_assert(N % BN == 0, "whole column tiles");
-    product p(M, N, K, false, BN, K);
-    bias_sums bs(B, T);
-    const tc::bias_side<B, T, LD, BLOCKS> side{bs.gs.data(), bs.mask.data(), bs.bias.data(), bs.parts.data(),
-                                                bs.queue};
-    constexpr int gx = (int)(N / BN);
-    const tc::tma_map mb{p.B.data(), N, K, K, BN / MC, 32, 1}; // MC: each block of a cluster asks for its part of B
-    emu_launch((unsigned)BLOCKS, tc::gemm_tma_threads(BM), [&] {
-        const int id = (int)blockIdx.x, rank = id % MC, t = id / MC;
-        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, 0, K, false, true, false, false, 1, (MC > 1), false, 0, MC>(
-            &p.ma, &mb, p.C.data(), N, 1.f, 0, nullptr, t % gx, MC * (t / gx) + rank, nullptr, nullptr, side);
-    }, MC);
-    double worst, refmax;
-    p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, worst, refmax);
-    const bool ok = close_enough(worst, refmax);
-    printf("%s gemm_tma SIDE (the edit-bias sums) BN=%d M=%lld N=%lld K=%lld MC=%d: max abs err %.3g of %.3g\n",
-           ok ? "PASS" : "FAIL", BN, M, N, K, MC, worst, refmax);
-    return bs.check(BLOCKS) && ok;
 }
 
 using gq_kernel = void (*)(const tc::tma_map, const tc::tma_map, float *, float);
@@ -407,16 +273,6 @@ int main() {
     // tile (M = 300); 128 x 128 tiles (two heads) with six stages and K past them, T = 1.
     failed += !rowdot_case<256, 4, 4, 75, 128>();
     failed += !rowdot_case<128, 6, 130, 1, 224>();
-    failed += !rowdot_case<256, 4, 4, 75, 160, 2>(); // with B multicast (mc=2): 3 row tiles in 2 clusters
-    // The edit-bias sums by grad_hidden's producer warps: two warps a row (T = 130) over 9 batch rows (a partial
-    // group of eight loads), 4 blocks of 128 x 128; one warp a row (T = 37) beside 128 x 256 tiles, K past 4 stages.
-    failed += !bias_side_case<128, 200, 256, 96, 9, 130>();
-    failed += !bias_side_case<256, 130, 256, 160, 3, 37>();
-    // B multicast to clusters of two (mc=2): A as stored and truncated, 3 row tiles padded to 4, K in two slices;
-    // A transposed with its column sums; and beside the edit-bias sums (gh_bias with mc=2).
-    failed += !mc_case<false, 256, true, 300, 256, 300, 160>();
-    failed += !mc_case<true, 128, false, 130, 198, 300, 160, true>();
-    failed += !bias_side_case<128, 300, 128, 96, 4, 70, 2>();
     { // product 1 clustered (3 slices: 6 blocks), product 2's 4 blocks padded to 6
         product p1(200, 256, 300, false, 256, 128), p2(200, 256, 200, true, 128, 224);
         failed += !pair_case("emu_pair_1", emu_pair_1, p1, false, p2, true, 12, 3);
@@ -430,30 +286,6 @@ int main() {
         std::fill(p1.C.begin(), p1.C.end(), 0.f);
         std::fill(p2.C.begin(), p2.C.end(), 0.f);
         failed += !pair_case("emu_pair_3", emu_pair_3, p1, false, p2, true, 14, 1);
-    }
-    { // product 2 (A as stored, 2 blocks) making the edit-bias sums after product 1's 8 blocks (column sums per
-      // slice): the last block to start is the sums' (the other product's blocks do not count)
-        product p1(130, 198, 300, true, 128, 160), p2(200, 256, 300, false, 256, 320);
-        std::vector<float> c1(2 * 130 * 198, NAN); // product 1's two slices apart
-        bias_sums bs(5, 70);
-        printf("pair launch emu_pair_4 (the second product with the edit-bias sums), 10 blocks:\n");
-        emu_launch(10, tc::gemm_tma_threads(128), [&] {
-            emu_pair_4(p1.ma, p1.mb, c1.data(), p1.sums.data(), p2.ma, p2.mb, p2.C.data(), p2.sums.data(), 1.f,
-                       bs.gs.data(), bs.mask.data(), bs.bias.data(), bs.parts.data(), bs.queue);
-        });
-        double worst[2], refmax[2];
-        p1.error([&](long long m, long long n) { return (double)c1[m * 198 + n] + c1[130 * 198 + m * 198 + n]; },
-                 worst[0], refmax[0]);
-        p2.error([&](long long m, long long n) { return (double)p2.C[m * 256 + n]; }, worst[1], refmax[1]);
-        const double sums_err = p1.sums_error();
-        const bool ok = close_enough(worst[0], refmax[0]) && close_enough(worst[1], refmax[1]) && sums_err <= 1e-5 * 160;
-        printf("%s   products: max abs err %.3g of %.3g, %.3g of %.3g, column sums' %.3g\n", ok ? "PASS" : "FAIL",
-               worst[0], refmax[0], worst[1], refmax[1], sums_err);
-        failed += !(bs.check(2) && ok);
-    }
-    { // both products' B multicast to clusters of two (mc=2): B's boxes half their tiles (the products' bn)
-        product p1(300, 256, 300, false, 128, 320), p2(130, 198, 300, true, 64, 320);
-        failed += !pair_case("emu_pair_5", emu_pair_5, p1, false, p2, true, 8, 2);
     }
 #define GQ_CASE(kernel, B, T, BM, ROUND, GRID, GS_ROWS) failed += !gq_case(#kernel, kernel, B, T, BM, ROUND, GRID, GS_ROWS);
 #include "emu_gq_cases.inc"
