@@ -421,7 +421,7 @@ static void test_cache_modes(void **state) {
     assert_int_equal(run_tool(info, env, out, sizeof out), 0);
     assert_non_null(strstr(out, "cache mode     read-only"));
     assert_non_null(strstr(out, "cache entries  1 (read, not written)"));
-    assert_non_null(strstr(out, "tuning table   built-in"));
+    assert_non_null(strstr(out, "user table     built-in"));
     char suite[4200], want[4300];
     snprintf(suite, sizeof suite, "%s/suite.lua", dir);
     write_text(suite, "return {{ batch = 1, heads = 2, seq_len = 64 }}\n");
