@@ -718,7 +718,7 @@ static void test_tool_import_refuses(void **state)
         {"archive 1", "archive 7", 0, "an archive of format 7"},
         {NULL, NULL, (long)total - 3, "is cut short"},
         {NULL, NULL, (long)total / 2, "is cut short"},
-        {"attnbwd-cache-manifest 1\nlibrary", "attnbwd-cache-manifest 1\nlibrarx", 0, "checksum mismatch"},
+        {"attnbwd-cache-manifest 2\nlibrary", "attnbwd-cache-manifest 2\nlibrarx", 0, "checksum mismatch"},
         {"ATBWDC", "XTBWDC", 0, "bad magic"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
