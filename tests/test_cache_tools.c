@@ -839,6 +839,7 @@ static void test_tool_info_json(void **state)
     assert_string_equal(cJSON_GetObjectItem(info, "library")->valuestring, ATTNBWD_VERSION_STRING);
     assert_string_equal(cJSON_GetObjectItem(info, "arch")->valuestring, "sm_90");
     assert_string_equal(cJSON_GetObjectItem(info, "arch_from")->valuestring, "--arch");
+    assert_string_equal(cJSON_GetObjectItem(info, "user_tuning_table")->valuestring, "built-in");
     const cJSON *cache = cJSON_GetObjectItem(info, "cache");
     assert_string_equal(cJSON_GetObjectItem(cache, "dir")->valuestring, dir);
     assert_string_equal(cJSON_GetObjectItem(cache, "mode")->valuestring, "read-write");
