@@ -138,7 +138,8 @@ static int print_info(const cli_common *c, attnbwd_ctx *ctx, const no_device *nd
         cli_human_bytes(st.max_bytes, human, sizeof human);
         printf(ROW "%" PRIu64 " bytes (%s; ATTNBWD_CACHE_MAX_BYTES)\n", "cache budget", st.max_bytes, human);
     }
-    printf(ROW "%s\n", "user tuning table", in.user_tuning_table && in.user_tuning_table[0] ? in.user_tuning_table : "built-in");
+    const char *user = in.user_tuning_table && in.user_tuning_table[0] ? in.user_tuning_table : "built-in";
+    printf(ROW "%s\n", "user table", user);
     printf(ROW "%s\n", "deterministic",
            in.deterministic ? "yes (no output summed by float atomics; ATTNBWD_DETERMINISTIC=1)"
                             : "no (tuned tiles may sum some outputs by float atomics; ATTNBWD_DETERMINISTIC=1 for "
@@ -189,6 +190,7 @@ static int print_info_json(const cli_common *c, attnbwd_ctx *ctx, const no_devic
         cJSON_AddNullToObject(o, "gpu_sm_count");
     add_string_or_null(o, "tuning_table", in.tuning_table);
     add_string_or_null(o, "tuning_note", in.tuning_note);
+    add_string_or_null(o, "user_tuning_table", in.user_tuning_table);
     cJSON *cache = cJSON_AddObjectToObject(o, "cache");
     add_string_or_null(cache, "dir", in.cache_dir);
     cJSON_AddStringToObject(cache, "mode", cache_mode(c, &in));

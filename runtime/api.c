@@ -50,6 +50,12 @@ static void note_tuning(attnbwd_ctx *ctx, const char *model) {
         snprintf(ctx->user_tuning_note, sizeof ctx->user_tuning_note, "%.800s (for %.127s)", t->path, t->gpu);
 }
 
+/* 1 when the user's tuning table is sound and for the model the tiles are planned for. */
+static int user_table_in_effect(const attnbwd_ctx *ctx) {
+    const tuning_file *t = &ctx->tuning;
+    return t->path[0] && !t->rejected[0] && ctx->gpu.model[0] && strcmp(t->gpu, ctx->gpu.model) == 0;
+}
+
 /* A cubin read from the disk cache, checked before it is used (cache.h). */
 static const char *check_cached_cubin(const void *payload, size_t len, void *user) {
     const attnbwd_ctx *ctx = user;
@@ -68,13 +74,21 @@ static void choose_gpu_model(attnbwd_ctx *ctx, const char *given, const char *gi
     else ctx->gpu_from = given ? given_from : "none";
     if (ctx->gpu.table)
         snprintf(ctx->tuning_table_path, sizeof ctx->tuning_table_path, "lua/%s.lua", ctx->gpu.table);
-    /* A name someone typed that matches no model is likely a typo: say so. A device of
-     * another family is just a GPU the tables were not measured on. */
-    int level = ctx->gpu.unknown && !is_device ? ATTNBWD_LOG_WARN : ATTNBWD_LOG_INFO;
+}
+
+/* One line on the model and its table, once the user's table is read. A name
+ * someone typed that matches no model is likely a typo: say so, unless the
+ * user's own table is for that name. A device of another family is just a GPU
+ * the tables were not measured on. */
+static void say_gpu_model(const attnbwd_ctx *ctx) {
+    int named = ctx->gpu.model[0] != '\0', own = user_table_in_effect(ctx);
+    int is_device = !strcmp(ctx->gpu_from, "the device");
+    int level = ctx->gpu.unknown && !is_device && !own ? ATTNBWD_LOG_WARN : ATTNBWD_LOG_INFO;
     char sms[32] = "SMs unknown";
     if (ctx->gpu.sm_count > 0) snprintf(sms, sizeof sms, "%d SMs", ctx->gpu.sm_count);
-    log_line(&ctx->log, level, "GPU model %s%s%s (from %s, %s): tuning table %s", given ? "\"" : "",
-             given ? ctx->gpu.model : "none", given ? "\"" : "", ctx->gpu_from, sms, ctx->gpu.note);
+    log_line(&ctx->log, level, "GPU model %s%s%s (from %s, %s): tuning table %s%s", named ? "\"" : "",
+             named ? ctx->gpu.model : "none", named ? "\"" : "", ctx->gpu_from, sms,
+             own ? ctx->tuning.path : ctx->gpu.note, own ? " (the user's)" : "");
 }
 
 static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
@@ -82,6 +96,7 @@ static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
     attnbwd_status s = gen_configure(ctx->gen, ctx->gpu.model, user, ctx->deterministic, ctx->gpu.table);
     free(user);
     note_tuning(ctx, ctx->gpu.model);
+    say_gpu_model(ctx);
     return s;
 }
 

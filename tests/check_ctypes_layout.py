@@ -35,6 +35,10 @@ def c_layout(exe):
     return structs, consts, strings
 
 
+# An integer constant as the header writes one: 2, (-1), 1u, (UINT64_C(1) << 30).
+INTEGER_MACRO = re.compile(r"\(?-?(?:\d+[uU]?|U?INT64_C\(\d+\))(?:\s*<<\s*\d+)?\)?")
+
+
 def header_declarations(path):
     """(struct names with a body, integer constant names, string macro names, {function: argument count,
     returns void}) declared by the header."""
@@ -47,7 +51,7 @@ def header_declarations(path):
     for name, value in re.findall(r"#define (ATTNBWD_\w+)[ \t]+(.+)", text):
         if value.startswith('"'):
             strings.append(name)
-        elif re.fullmatch(r"\(?-?\d+\)?", value.strip()):
+        elif INTEGER_MACRO.fullmatch(value.strip()):
             consts.append(name)
     functions = {}
     for ret, name, params in re.findall(r"ATTNBWD_API\s+([^;(]*?)\s*\b(attnbwd_\w+)\s*\(([^;]*?)\)\s*;", text):

@@ -11,7 +11,7 @@
 
 #define STRUCT(t) printf("struct %s %zu\n", #t, sizeof(t))
 #define FIELD(t, f) printf("field %s %zu\n", #f, offsetof(t, f))
-#define CONST(c) printf("const %s %d\n", #c, (int)(c))
+#define CONST(c) printf("const %s %lld\n", #c, (long long)(c))
 
 int main(void) {
     STRUCT(attnbwd_options);
@@ -112,6 +112,39 @@ int main(void) {
     FIELD(attnbwd_ctx_info, cache_entries);
     FIELD(attnbwd_ctx_info, device);
     FIELD(attnbwd_ctx_info, deterministic);
+    FIELD(attnbwd_ctx_info, gpu_model);
+    FIELD(attnbwd_ctx_info, gpu_model_from);
+    FIELD(attnbwd_ctx_info, gpu_sm_count);
+    FIELD(attnbwd_ctx_info, tuning_table);
+    FIELD(attnbwd_ctx_info, tuning_note);
+    FIELD(attnbwd_ctx_info, cache_mode);
+    FIELD(attnbwd_ctx_info, cache_read);
+    FIELD(attnbwd_ctx_info, user_tuning_table);
+
+    STRUCT(attnbwd_cache_stats);
+    FIELD(attnbwd_cache_stats, entries);
+    FIELD(attnbwd_cache_stats, bytes);
+    FIELD(attnbwd_cache_stats, max_bytes);
+    FIELD(attnbwd_cache_stats, hits);
+    FIELD(attnbwd_cache_stats, misses);
+    FIELD(attnbwd_cache_stats, evicted);
+    FIELD(attnbwd_cache_stats, evicted_bytes);
+    FIELD(attnbwd_cache_stats, since);
+
+    STRUCT(attnbwd_cache_entry);
+    FIELD(attnbwd_cache_entry, key);
+    FIELD(attnbwd_cache_entry, bytes);
+    FIELD(attnbwd_cache_entry, last_use);
+    FIELD(attnbwd_cache_entry, problem);
+    FIELD(attnbwd_cache_entry, current);
+    FIELD(attnbwd_cache_entry, library_version);
+    FIELD(attnbwd_cache_entry, nvrtc_version);
+    FIELD(attnbwd_cache_entry, arch);
+    FIELD(attnbwd_cache_entry, kernel);
+    FIELD(attnbwd_cache_entry, tiles);
+    FIELD(attnbwd_cache_entry, has_shape);
+    FIELD(attnbwd_cache_entry, shape);
+    FIELD(attnbwd_cache_entry, gpu_model);
 
     CONST(ATTNBWD_VERSION_MAJOR);
     CONST(ATTNBWD_VERSION_MINOR);
@@ -140,6 +173,9 @@ int main(void) {
     CONST(ATTNBWD_FROM_COMPILE);
     CONST(ATTNBWD_FROM_DISK);
     CONST(ATTNBWD_FROM_MEMORY);
+    CONST(ATTNBWD_DISK_CACHE_READ_ONLY);
+    CONST(ATTNBWD_CACHE_DEFAULT_MAX_BYTES);
+    CONST(ATTNBWD_CACHE_VERIFY);
     printf("string ATTNBWD_VERSION_STRING %s\n", ATTNBWD_VERSION_STRING);
     return 0;
 }

@@ -183,14 +183,14 @@ static char *head_of(attnbwd_ctx *ctx, const attnbwd_shape *s) {
 }
 
 /* Plants an entry under head's key: head, then body, then the payload. */
-static void plant(attnbwd_ctx *ctx, const char *head, const char *body, const char *payload) {
+static void plant(attnbwd_ctx *ctx, const char *head, const char *body, const void *payload, size_t payload_len) {
     size_t hl = strlen(head), bl = strlen(body);
     char *m = malloc(hl + bl + 1);
     memcpy(m, head, hl);
     memcpy(m + hl, body, bl + 1);
     char key[CACHE_KEY_HEX + 1];
     cache_key(head, hl, key);
-    assert_int_equal(cache_put(&ctx->cache, key, m, hl + bl, payload, strlen(payload)), 1);
+    assert_int_equal(cache_put(&ctx->cache, key, m, hl + bl, payload, payload_len), 1);
     free(m);
 }
 
@@ -203,7 +203,7 @@ static void unreadable_entry_rebuilt(void **state) {
     attnbwd_shape s = test_shape(2, 4, 256, 1);
     attnbwd_ctx *ctx = test_open(dir, &lc);
     char *head = head_of(ctx, &s);
-    plant(ctx, head, "gpu - (no table)\ntiles x=1\nkernel k\ngrid 1 1\n", "not a cubin");
+    plant(ctx, head, "gpu - (no table)\ntiles x=1\nkernel k\ngrid 1 1\n", "not a cubin", strlen("not a cubin"));
     attnbwd_kernel *k = get(ctx, &s);
     assert_int_equal(k->origin, ATTNBWD_FROM_COMPILE);
     assert_int_equal(lc.warn, 1); /* "not used: its manifest does not parse at ..." */
@@ -227,21 +227,27 @@ static void verify_renders_again(void **state) {
     (void)state;
     char *dir = test_tmpdir();
     log_counts lc = {0};
-    attnbwd_shape s = test_shape(2, 4, 256, 1);
+    attnbwd_shape s = test_shape(2, 4, 256, 1), other = test_shape(2, 4, 128, 1);
     attnbwd_ctx *ctx = test_open(dir, &lc);
-    attnbwd_kernel *k = get(ctx, &s);
+    /* Another shape's cubin: a sound one (cached cubins are checked), yet not this kernel's. */
+    attnbwd_kernel *k = get(ctx, &other);
+    size_t planted_len = k->cubin_len;
+    void *planted = malloc(planted_len);
+    memcpy(planted, k->cubin, planted_len);
+    k = get(ctx, &s);
     /* the entry's own manifest with one byte of the source changed, and another payload */
     char *head = head_of(ctx, &s), options[512];
     nvrtc_options_string(k->arch, options, sizeof options);
     k->plan.source[strlen(k->plan.source) - 2] ^= 1;
     char *m = manifest_full(head, ctx->gpu.model, ctx->gpu.table, &k->plan, options);
-    plant(ctx, head, m + strlen(head), "planted payload");
+    plant(ctx, head, m + strlen(head), planted, planted_len);
     attnbwd_close(ctx);
 
     ctx = test_open(dir, &lc);
     k = get(ctx, &s);
     assert_int_equal(k->origin, ATTNBWD_FROM_DISK);
-    assert_int_equal(k->cubin_len, strlen("planted payload"));
+    assert_int_equal(k->cubin_len, planted_len);
+    assert_memory_equal(k->cubin, planted, planted_len);
     attnbwd_close(ctx);
 
     setenv("ATTNBWD_CACHE_VERIFY", "1", 1);
@@ -257,8 +263,10 @@ static void verify_renders_again(void **state) {
     assert_int_equal(k->origin, ATTNBWD_FROM_DISK);
     assert_int_equal(lc.warn, 0);
     assert_true(k->cubin_len > 1000);
+    assert_true(k->cubin_len != planted_len || memcmp(k->cubin, planted, planted_len) != 0); /* replaced */
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_CACHE_VERIFY");
+    free(planted);
     free(m);
     free(head);
     test_rmtree(dir);

@@ -25,6 +25,7 @@
 #include "attnbwd.h"
 #include "cache.h"
 #include "cache_tools.h"
+#include "nvrtc_compile.h"
 #include "test_util.h"
 
 enum { A, B, C, D, N_KERNELS };
@@ -232,13 +233,22 @@ static void test_budget_from_environment(void **state)
 
 static const logger QUIET = {ATTNBWD_LOG_QUIET, NULL, NULL};
 
+/* The 64-byte ELF header of an executable cubin for SM sm (0: none named), as
+ * the runtime's cubin check wants it, with no program or section table. */
+static void fake_cubin(unsigned char *p, size_t len, unsigned sm)
+{
+    memset(p, 0, len);
+    memcpy(p, "\177ELF\2\1", 6); /* 64-bit, little-endian */
+    p[16] = 2;                    /* ET_EXEC */
+    p[18] = 190;                  /* EM_CUDA */
+    p[48] = (unsigned char)sm;    /* e_flags: the SM (ABI version 0) */
+}
+
 /* Writer w's entry j: a manifest and a payload that starts as a cubin does. */
 static size_t synthetic(int w, int j, char *manifest, size_t mcap, unsigned char *payload)
 {
-    memset(payload, 0, PAYLOAD);
-    memcpy(payload, "\177ELF\2", 5);
-    payload[18] = 190; /* EM_CUDA */
-    for (int i = 24; i < PAYLOAD; i++)
+    fake_cubin(payload, PAYLOAD, 0);
+    for (int i = 64; i < PAYLOAD; i++)
         payload[i] = (unsigned char)(w * 131 + j * 17 + i);
     return (size_t)snprintf(manifest, mcap, "attnbwd-cache-manifest 1\nlibrary %s\nsource\nwriter %d entry %d\n",
                             ATTNBWD_VERSION_STRING, w, j);
@@ -487,8 +497,8 @@ static void test_tool_verify(void **state)
     disk_cache c;
     cache_open(&c, dir, 1, &QUIET);
     static const char foreign[] = "attnbwd-cache-manifest 1\nlibrary 0.0.1\nnvrtc 1.0\narch sm_80\nsource\nold\n";
-    unsigned char cubin[64] = "\177ELF\2";
-    cubin[18] = 190;
+    unsigned char cubin[64];
+    fake_cubin(cubin, sizeof cubin, 80);
     char key[CACHE_KEY_HEX + 1];
     cache_key(foreign, strlen(foreign), key);
     assert_int_equal(cache_put(&c, key, foreign, strlen(foreign), cubin, sizeof cubin), 1);
@@ -718,7 +728,7 @@ static void test_tool_import_refuses(void **state)
         {"archive 1", "archive 7", 0, "an archive of format 7"},
         {NULL, NULL, (long)total - 3, "is cut short"},
         {NULL, NULL, (long)total / 2, "is cut short"},
-        {"attnbwd-cache-manifest 1\nlibrary", "attnbwd-cache-manifest 1\nlibrarx", 0, "checksum mismatch"},
+        {"attnbwd-cache-manifest 2\nlibrary", "attnbwd-cache-manifest 2\nlibrarx", 0, "checksum mismatch"},
         {"ATBWDC", "XTBWDC", 0, "bad magic"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -731,6 +741,71 @@ static void test_tool_import_refuses(void **state)
     }
     snprintf(args, sizeof args, "cache import /etc/hostname");
     assert_says(tool_expect(into, args, 1), "not an attnbwd cache archive");
+    test_rmtree(dir);
+    test_rmtree(other);
+    test_rmtree(into);
+    free(dir);
+    free(other);
+    free(into);
+}
+
+/* An entry of this version whose payload passes its checksum but not the
+ * check a disk hit makes of a cubin: a CUDA ELF magic alone, or a cubin for
+ * another SM than its manifest's arch. verify calls it damaged, and an
+ * archive holding it is refused: what the tools take is what a kernel uses. */
+static void test_tool_refuses_what_is_no_cubin(void **state)
+{
+    (void)state;
+    char *dir = test_tmpdir(), *other = test_tmpdir();
+    int maj = 0, min = 0;
+    nvrtc_version(&maj, &min);
+    char manifest[512], key[2][CACHE_KEY_HEX + 1];
+    unsigned char magic_only[64] = "\177ELF\2", sm80[64];
+    magic_only[18] = 190; /* EM_CUDA, and nothing else of a cubin */
+    fake_cubin(sm80, sizeof sm80, 80);
+    const unsigned char *payload[2] = {magic_only, sm80};
+    disk_cache c;
+    cache_open(&c, dir, 1, &QUIET);
+    for (int i = 0; i < 2; i++) {
+        const int n = snprintf(manifest, sizeof manifest,
+                               "attnbwd-cache-manifest 2\nlibrary %s\nnvrtc %d.%d\narch sm_90\nentry %d\nsource\nx\n",
+                               ATTNBWD_VERSION_STRING, maj, min, i);
+        cache_key(manifest, (size_t)n, key[i]);
+        assert_int_equal(cache_put(&c, key[i], manifest, (size_t)n, payload[i], 64), 1);
+    }
+    cache_close(&c);
+    tool_run *r = tool_expect(dir, "cache verify", 1);
+    char line[256];
+    snprintf(line, sizeof line, "damaged  %s: not a 64-bit little-endian ELF file", key[0]);
+    assert_says(r, line);
+    snprintf(line, sizeof line, "damaged  %s: a cubin for another GPU architecture", key[1]);
+    assert_says(r, line);
+
+    /* The sm_80 cubin under sm_90 in an archive, as export would write it. */
+    char entry[4200], archive[4200], args[4400];
+    snprintf(entry, sizeof entry, "%s/%s.atbc", dir, key[1]);
+    snprintf(archive, sizeof archive, "%s/planted.atba", other);
+    const uint64_t elen = file_size(entry);
+    unsigned char *bytes = malloc(elen);
+    FILE *f = fopen(entry, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(bytes, 1, elen, f), elen);
+    fclose(f);
+    f = fopen(archive, "wb");
+    assert_non_null(f);
+    fprintf(f, "attnbwd-cache-archive 1\nlibrary %s\nnvrtc %d.%d\n\nentry %s %llu 0\n", ATTNBWD_VERSION_STRING, maj,
+            min, key[1], (unsigned long long)elen);
+    assert_int_equal(fwrite(bytes, 1, elen, f), elen);
+    fprintf(f, "end 1\n");
+    fclose(f);
+    free(bytes);
+    char *into = test_tmpdir();
+    snprintf(args, sizeof args, "cache import %s", archive);
+    r = tool_expect(into, args, 1);
+    snprintf(line, sizeof line, "entry %s is refused: a cubin for another GPU architecture", key[1]);
+    assert_says(r, line);
+    snprintf(entry, sizeof entry, "%s/%s.atbc", into, key[1]);
+    assert_false(exists(entry));
     test_rmtree(dir);
     test_rmtree(other);
     test_rmtree(into);
@@ -764,6 +839,7 @@ static void test_tool_info_json(void **state)
     assert_string_equal(cJSON_GetObjectItem(info, "library")->valuestring, ATTNBWD_VERSION_STRING);
     assert_string_equal(cJSON_GetObjectItem(info, "arch")->valuestring, "sm_90");
     assert_string_equal(cJSON_GetObjectItem(info, "arch_from")->valuestring, "--arch");
+    assert_string_equal(cJSON_GetObjectItem(info, "user_tuning_table")->valuestring, "built-in");
     const cJSON *cache = cJSON_GetObjectItem(info, "cache");
     assert_string_equal(cJSON_GetObjectItem(cache, "dir")->valuestring, dir);
     assert_string_equal(cJSON_GetObjectItem(cache, "mode")->valuestring, "read-write");
@@ -789,6 +865,7 @@ int main(void)
         cmocka_unit_test(test_tool_prune),
         cmocka_unit_test(test_tool_export_import),
         cmocka_unit_test(test_tool_import_refuses),
+        cmocka_unit_test(test_tool_refuses_what_is_no_cubin),
         cmocka_unit_test(test_tool_help_and_usage),
         cmocka_unit_test(test_tool_info_json),
     };

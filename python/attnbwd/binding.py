@@ -50,6 +50,11 @@ ATTNBWD_FROM_DISK = 1
 ATTNBWD_FROM_MEMORY = 2
 ORIGINS = {ATTNBWD_FROM_COMPILE: "compile", ATTNBWD_FROM_DISK: "disk", ATTNBWD_FROM_MEMORY: "memory"}
 
+# options.disk_cache, the disk cache's default budget, attnbwd_cache_list's flags
+ATTNBWD_DISK_CACHE_READ_ONLY = 2
+ATTNBWD_CACHE_DEFAULT_MAX_BYTES = 1 << 30
+ATTNBWD_CACHE_VERIFY = 1
+
 LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
 
@@ -159,14 +164,60 @@ class CtxInfo(ctypes.Structure):
         ("cache_entries", ctypes.c_uint64),
         ("device", ctypes.c_int),
         ("deterministic", ctypes.c_int),
+        ("gpu_model", ctypes.c_char_p),
+        ("gpu_model_from", ctypes.c_char_p),
+        ("gpu_sm_count", ctypes.c_int),
+        ("tuning_table", ctypes.c_char_p),
+        ("tuning_note", ctypes.c_char_p),
+        ("cache_mode", ctypes.c_char_p),
+        ("cache_read", ctypes.c_int),
+        ("user_tuning_table", ctypes.c_char_p),
     ]
+
+
+class CacheStats(ctypes.Structure):
+    """struct attnbwd_cache_stats"""
+    _fields_ = [
+        ("entries", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("max_bytes", ctypes.c_uint64),
+        ("hits", ctypes.c_uint64),
+        ("misses", ctypes.c_uint64),
+        ("evicted", ctypes.c_uint64),
+        ("evicted_bytes", ctypes.c_uint64),
+        ("since", ctypes.c_int64),
+    ]
+
+
+class CacheEntry(ctypes.Structure):
+    """struct attnbwd_cache_entry"""
+    _fields_ = [
+        ("key", ctypes.c_char_p),
+        ("bytes", ctypes.c_uint64),
+        ("last_use", ctypes.c_int64),
+        ("problem", ctypes.c_char_p),
+        ("current", ctypes.c_int),
+        ("library_version", ctypes.c_char_p),
+        ("nvrtc_version", ctypes.c_char_p),
+        ("arch", ctypes.c_char_p),
+        ("kernel", ctypes.c_char_p),
+        ("tiles", ctypes.c_char_p),
+        ("has_shape", ctypes.c_int),
+        ("shape", Shape),
+        ("gpu_model", ctypes.c_char_p),
+    ]
+
+
+CACHE_ENTRY_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(CacheEntry), ctypes.c_void_p)
 
 
 STRUCTS = {"attnbwd_options": Options, "attnbwd_shape": Shape, "attnbwd_kernel_info": KernelInfo,
            "attnbwd_edit_attention_args": EditAttentionArgs, "attnbwd_prewarm_event": PrewarmEvent,
-           "attnbwd_prewarm_summary": PrewarmSummary, "attnbwd_ctx_info": CtxInfo}
+           "attnbwd_prewarm_summary": PrewarmSummary, "attnbwd_ctx_info": CtxInfo,
+           "attnbwd_cache_stats": CacheStats, "attnbwd_cache_entry": CacheEntry}
 
 _p, _i, _f, _sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_size_t
+_u64, _i64, _s = ctypes.c_uint64, ctypes.c_int64, ctypes.c_char_p
 _P = ctypes.POINTER
 
 # Every function of the header: name -> (return type, argument types). Opaque handles (attnbwd_ctx *,
@@ -189,7 +240,15 @@ PROTOTYPES = {
     "attnbwd_free": (None, [_p]),
     "attnbwd_prewarm": (_i, [_p, _P(Shape), _sz, _i, PROGRESS_FN, _p, _P(PrewarmSummary)]),
     "attnbwd_ctx_get_info": (_i, [_p, _P(CtxInfo)]),
-    "attnbwd_cache_clear": (_i, [_p, _P(ctypes.c_uint64), _P(ctypes.c_uint64)]),
+    "attnbwd_cache_clear": (_i, [_p, _P(_u64), _P(_u64)]),
+    "attnbwd_cache_get_stats": (_i, [_p, _P(CacheStats)]),
+    # ctx, flags, fn, user, damaged
+    "attnbwd_cache_list": (_i, [_p, ctypes.c_uint, CACHE_ENTRY_FN, _p, _P(_u64)]),
+    # ctx, max_bytes, older_than_seconds, files, bytes
+    "attnbwd_cache_prune": (_i, [_p, _u64, _i64, _P(_u64), _P(_u64)]),
+    # ctx, path, key_prefixes, n, entries, bytes
+    "attnbwd_cache_export": (_i, [_p, _s, _P(_s), _sz, _P(_u64), _P(_u64)]),
+    "attnbwd_cache_import": (_i, [_p, _s, _P(_u64), _P(_u64)]),
 }
 
 LIBRARY_NAME = "libattnbwd.so"

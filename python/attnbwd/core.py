@@ -3,6 +3,7 @@ binding (attnbwd/binding.py). Pointers are integers (a tensor's data_ptr(), a st
 needs torch or a GPU: a Context with arch="sm_90" compiles kernels on any machine."""
 
 import ctypes
+import os
 import threading
 
 from . import binding as b
@@ -62,18 +63,26 @@ class Context:
     """attnbwd_open's context: one device (or only an arch to compile for), its kernels and cache folder.
 
     device: a CUDA ordinal, or None for the thread's current device; arch: e.g. "sm_90" to compile without a GPU;
-    cache_dir: None for $ATTNBWD_CACHE_DIR or ~/.cache/attnbwd; disk_cache=False keeps kernels in memory only;
+    cache_dir: None for $ATTNBWD_CACHE_DIR or ~/.cache/attnbwd; disk_cache=False keeps kernels in memory only,
+    "ro" reads a shared store without writing it; cache_max_bytes: the folder's budget (None: $ATTNBWD_CACHE_MAX_BYTES
+    or 1 GiB); gpu_model: the GPU the kernels are for ("h100", "h200", a driver's name; None: the device's);
     log: None (lines to stderr) or a function (level, line); log_level: an ATTNBWD_LOG_* value."""
 
     def __init__(self, device=None, arch=None, cache_dir=None, disk_cache=True, deterministic=False, log=None,
-                 log_level=None):
+                 log_level=None, cache_max_bytes=None, gpu_model=None):
         self._lib = library()
         opt = b.Options()
         self._lib.attnbwd_options_init(ctypes.byref(opt))
         opt.device = b.ATTNBWD_DEVICE_CURRENT if device is None else int(device)
-        self._keep = [arch.encode() if arch else None, cache_dir.encode() if cache_dir else None]
-        opt.arch, opt.cache_dir = self._keep
-        opt.disk_cache = 1 if disk_cache else 0
+        self._keep = [arch.encode() if arch else None, cache_dir.encode() if cache_dir else None,
+                      gpu_model.encode() if gpu_model else None]
+        opt.arch, opt.cache_dir, opt.gpu_model = self._keep
+        if disk_cache == "ro":
+            opt.disk_cache = b.ATTNBWD_DISK_CACHE_READ_ONLY
+        else:
+            opt.disk_cache = 1 if disk_cache else 0
+        if cache_max_bytes is not None:
+            opt.cache_max_bytes = int(cache_max_bytes)
         opt.deterministic = 1 if deterministic else 0
         if log_level is not None:
             opt.log_level = int(log_level)
@@ -177,6 +186,61 @@ class Context:
         check(self._lib.attnbwd_cache_clear(self.handle, ctypes.byref(files), ctypes.byref(nbytes)),
               "attnbwd_cache_clear")
         return files.value, nbytes.value
+
+    def cache_stats(self):
+        """attnbwd_cache_get_stats as a dict: entries, bytes, max_bytes, hits, misses, evicted, evicted_bytes and
+        since (unix seconds, 0 when nothing is counted yet), all processes' counts."""
+        st = b.CacheStats()
+        check(self._lib.attnbwd_cache_get_stats(self.handle, ctypes.byref(st)), "attnbwd_cache_get_stats")
+        return {name: getattr(st, name) for name, _ in b.CacheStats._fields_}
+
+    def cache_list(self, verify=False):
+        """The folder's entries as dicts, most recently used first (attnbwd_cache_list); "problem" is None for a
+        sound entry, else why it cannot be used. verify=True reads every entry whole and checks its checksum and
+        cubin."""
+        entries = []
+
+        def on_entry(ptr, user):
+            e = ptr.contents
+            d = {name: _text(getattr(e, name)) if t is ctypes.c_char_p else getattr(e, name)
+                 for name, t in b.CacheEntry._fields_ if name != "shape"}
+            d["problem"] = e.problem.decode(errors="replace") if e.problem else None
+            s = e.shape
+            d["shape"] = ({"problem": s.problem, "batch": s.batch, "heads": s.heads, "seq_len": s.seq_len,
+                           "dropout": s.dropout, "precision": s.precision} if e.has_shape else None)
+            entries.append(d)
+            return 0
+
+        damaged = ctypes.c_uint64()
+        fn = b.CACHE_ENTRY_FN(on_entry)
+        check(self._lib.attnbwd_cache_list(self.handle, b.ATTNBWD_CACHE_VERIFY if verify else 0, fn, None,
+                                           ctypes.byref(damaged)), "attnbwd_cache_list")
+        return entries
+
+    def cache_prune(self, max_bytes=0, older_than_seconds=0):
+        """Removes the least recently used entries down to max_bytes (0: the context's budget) and every entry
+        unused for older_than_seconds (0: no age limit); returns (files, bytes) removed."""
+        files, nbytes = ctypes.c_uint64(), ctypes.c_uint64()
+        check(self._lib.attnbwd_cache_prune(self.handle, int(max_bytes), int(older_than_seconds),
+                                            ctypes.byref(files), ctypes.byref(nbytes)), "attnbwd_cache_prune")
+        return files.value, nbytes.value
+
+    def cache_export(self, path, key_prefixes=()):
+        """Writes one archive of the entries whose key starts with one of key_prefixes (none: every entry) to path;
+        returns (entries, bytes) written."""
+        prefixes = [p.encode() for p in key_prefixes]
+        arr = (ctypes.c_char_p * max(len(prefixes), 1))(*prefixes)
+        entries, nbytes = ctypes.c_uint64(), ctypes.c_uint64()
+        check(self._lib.attnbwd_cache_export(self.handle, os.fsencode(path), arr, len(prefixes),
+                                             ctypes.byref(entries), ctypes.byref(nbytes)), "attnbwd_cache_export")
+        return entries.value, nbytes.value
+
+    def cache_import(self, path):
+        """Adds an archive's entries to the folder, every entry checked first; returns (entries, bytes) added."""
+        entries, nbytes = ctypes.c_uint64(), ctypes.c_uint64()
+        check(self._lib.attnbwd_cache_import(self.handle, os.fsencode(path), ctypes.byref(entries),
+                                             ctypes.byref(nbytes)), "attnbwd_cache_import")
+        return entries.value, nbytes.value
 
 
 class Kernel:
