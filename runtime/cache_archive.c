@@ -11,8 +11,10 @@
  * archive is caught by the count. No new library is needed for this, and
  * nothing in it is trusted: import checks the head (format, library and
  * NVRTC version: an entry of another one would never be found), then every
- * entry as `cache verify` does, and only when all are sound writes each
- * through cache_put (a temporary file renamed into place: atomic per entry). */
+ * entry as `cache verify` does (a record filed under another key than the
+ * hash of its manifest's head is damage), and only when all are sound writes
+ * each through cache_put (a temporary file renamed into place: atomic per
+ * entry). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +25,7 @@
 
 #include "cache_tools.h"
 #include "error.h"
+#include "manifest.h"
 #include "nvrtc_compile.h"
 
 #define ARCHIVE_FORMAT 1
@@ -36,7 +39,9 @@ static void our_versions(char *nvrtc, size_t n) {
     snprintf(nvrtc, n, "%d.%d", maj, min);
 }
 
-/* Is the manifest's library and NVRTC ours? NULL when so, else which differs. */
+/* Is the manifest's format, library and NVRTC ours? NULL when so, else which
+ * differs. A manifest of another format is never used by this library, and
+ * its key cannot be checked against its head. */
 static const char *foreign_entry(const char *manifest, size_t len) {
     char lib[64], nv[64], ours[32];
     our_versions(ours, sizeof ours);
@@ -44,6 +49,7 @@ static const char *foreign_entry(const char *manifest, size_t len) {
     cache_manifest_field(manifest, len, "nvrtc", nv, sizeof nv);
     if (strcmp(lib, ATTNBWD_VERSION_STRING) != 0) return "built by another library version";
     if (strcmp(nv, ours) != 0) return "built by another NVRTC version";
+    if (manifest_head_len(manifest, len) == 0) return "of another manifest format";
     return NULL;
 }
 
@@ -246,7 +252,9 @@ static attnbwd_status read_record(FILE *f, const char *path, uint64_t index, rec
     if (!(r->entry = malloc((size_t)elen + 1))) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
     if (fread(r->entry, 1, (size_t)elen, f) != elen || fread(info, 1, (size_t)ilen, f) != ilen)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "import: %s is cut short in entry %s", path, r->key);
-    const char *why = cache_entry_check(r->entry, elen, &r->manifest, &r->manifest_len, &r->payload, &r->payload_len);
+    char problem[CACHE_PROBLEM_LEN];
+    const char *why = cache_entry_check(r->key, r->entry, elen, &r->manifest, &r->manifest_len, &r->payload,
+                                        &r->payload_len, problem);
     if (!why) why = foreign_entry(r->manifest, r->manifest_len);
     if (!why && ilen && cache_info_parse(info, (size_t)ilen, &r->info) != 0) why = "its info does not parse";
     if (why) return err_set(ATTNBWD_ERR_CACHE, "import: %s: entry %s is refused: %s", path, r->key, why);

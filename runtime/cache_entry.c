@@ -4,8 +4,9 @@
  * cache_get reads an entry to use it and compares the manifest a kernel
  * asks for; the tools read entries nobody asked for, so they check what an
  * entry can say about itself: magic, format, lengths against the file size,
- * the checksum of manifest and payload, and that the payload is an ELF file
- * for CUDA (a cubin). Every open is O_NOFOLLOW | O_NONBLOCK with a
+ * the checksum of manifest and payload, that the payload is an ELF file for
+ * CUDA (a cubin), and that its key is the hash of its manifest's head (the
+ * key a lookup forms). Every open is O_NOFOLLOW | O_NONBLOCK with a
  * regular-file check, so a link or a FIFO planted under our name is reported,
  * never followed or waited on.
  *
@@ -30,6 +31,7 @@
 
 #include "cache_tools.h"
 #include "internal.h"
+#include "manifest.h"
 
 #define MAX_MANIFEST (64u << 20)
 #define MAX_PAYLOAD (1ull << 30)
@@ -80,8 +82,26 @@ static const char *check_body(const unsigned char *h, const char *manifest, size
     return cubin_check(payload, plen, arch);
 }
 
-const char *cache_entry_check(const unsigned char *buf, uint64_t len, const char **manifest, size_t *manifest_len,
-                              const unsigned char **payload, size_t *payload_len) {
+/* The key a lookup files the manifest under, cache_key of its head (as
+ * build_kernel forms it), against the key the entry is filed under: an entry
+ * under another key is never found by its own kernel, and the kernel of the
+ * key it squats on finds a mismatch and compiles. NULL when they agree or
+ * the manifest is of another format (its library's keys are not ours to
+ * check; such an entry is never used), else why not, in buf. */
+static const char *check_key(const char *key, const char *manifest, size_t mlen, char *buf, size_t n) {
+    const long head_len = manifest_head_len(manifest, mlen);
+    if (head_len == 0) return NULL;
+    if (head_len < 0) return "its manifest's head does not read";
+    char own[CACHE_KEY_HEX + 1];
+    cache_key(manifest, (size_t)head_len, own);
+    if (strcmp(own, key) == 0) return NULL;
+    snprintf(buf, n, "not its key: its manifest's head hashes to %s", own);
+    return buf;
+}
+
+const char *cache_entry_check(const char *key, const unsigned char *buf, uint64_t len, const char **manifest,
+                              size_t *manifest_len, const unsigned char **payload, size_t *payload_len,
+                              char why_buf[CACHE_PROBLEM_LEN]) {
     uint32_t mlen = 0;
     uint64_t plen = 0;
     const char *why = check_header(buf, len, &mlen, &plen);
@@ -90,7 +110,8 @@ const char *cache_entry_check(const unsigned char *buf, uint64_t len, const char
     *manifest_len = mlen;
     *payload = buf + CACHE_FILE_HEADER_LEN + mlen;
     *payload_len = (size_t)plen;
-    return check_body(buf, *manifest, mlen, *payload, (size_t)plen);
+    why = check_body(buf, *manifest, mlen, *payload, (size_t)plen);
+    return why ? why : check_key(key, *manifest, mlen, why_buf, CACHE_PROBLEM_LEN);
 }
 
 static int pread_all(int fd, void *buf, size_t n, off_t off) {
@@ -150,6 +171,7 @@ int cache_entry_file_read(const disk_cache *c, const char *key, int whole, cache
     if (!why && !(e->data = malloc((size_t)want + 1))) why = "out of memory";
     if (!why && pread_all(fd, e->data, (size_t)want, 0) != 0) why = "short read";
     close(fd);
+    char key_problem[CACHE_PROBLEM_LEN];
     if (!why) {
         e->manifest = (const char *)e->data + CACHE_FILE_HEADER_LEN;
         e->manifest_len = mlen;
@@ -158,6 +180,7 @@ int cache_entry_file_read(const disk_cache *c, const char *key, int whole, cache
             e->payload_len = (size_t)plen;
             why = check_body(e->data, e->manifest, mlen, e->payload, e->payload_len);
         }
+        if (!why) why = check_key(e->key, e->manifest, mlen, key_problem, sizeof key_problem);
     }
     if (why) {
         set_problem(e, why);

@@ -61,6 +61,9 @@ void cache_stats_reset(disk_cache *c);
 /* 1 when name is exactly <32 lowercase hex digits><suffix>; key gets the digits. */
 int cache_name_is(const char *name, const char *suffix, char key[CACHE_KEY_HEX + 1]);
 
+/* Room for a problem's text that names a key. */
+#define CACHE_PROBLEM_LEN 96
+
 /* One entry file read and checked. */
 typedef struct cache_entry_file {
     char key[CACHE_KEY_HEX + 1];
@@ -72,11 +75,12 @@ typedef struct cache_entry_file {
     const unsigned char *payload; /* into data (NULL unless read whole) */
     size_t payload_len;
     const char *problem;        /* NULL when sound, else why not */
-    char problem_buf[96];
+    char problem_buf[CACHE_PROBLEM_LEN];
 } cache_entry_file;
 
-/* Reads <dir>/<key>.atbc: header and manifest checked; whole (payload read,
- * checksum and the cubin's ELF header checked) when whole is 1. Never
+/* Reads <dir>/<key>.atbc: header and manifest checked (key the hash of the
+ * manifest's head, as a lookup forms it); whole (payload read, checksum and
+ * the cubin's ELF header checked) when whole is 1. Never
  * follows a symbolic link or blocks on a non-regular file. Returns 0 (check
  * e->problem), or an errno when the file cannot be opened at all (ENOENT:
  * gone meanwhile). Free with cache_entry_file_free. */
@@ -87,10 +91,12 @@ void cache_entry_file_free(cache_entry_file *e);
  * "" when absent. */
 void cache_manifest_field(const char *manifest, size_t len, const char *field, char *buf, size_t n);
 
-/* Checks a whole entry held in memory (an archive's). NULL when sound, else
- * why not; manifest and payload point into buf. */
-const char *cache_entry_check(const unsigned char *buf, uint64_t len, const char **manifest, size_t *manifest_len,
-                              const unsigned char **payload, size_t *payload_len);
+/* Checks a whole entry held in memory (an archive's) to be filed under key,
+ * as cache_entry_file_read checks a file. NULL when sound, else why not
+ * (perhaps in why_buf); manifest and payload point into buf. */
+const char *cache_entry_check(const char *key, const unsigned char *buf, uint64_t len, const char **manifest,
+                              size_t *manifest_len, const unsigned char **payload, size_t *payload_len,
+                              char why_buf[CACHE_PROBLEM_LEN]);
 
 /* <key>.info: what the entry was built for. */
 typedef struct cache_entry_info {

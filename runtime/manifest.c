@@ -85,6 +85,34 @@ char *manifest_head(const manifest_inputs *in) {
     return text_done(&t);
 }
 
+long manifest_head_len(const char *manifest, size_t len) {
+    /* manifest_head's lines before the tiles' line, each one line long. */
+    static const char *const fixed[] = {"library ", "lua ", "nvrtc ", "scripts ", "arch ", "options ", "shape ",
+                                        "deterministic "};
+    char first[40];
+    const int n = snprintf(first, sizeof first, "attnbwd-cache-manifest %d\n", MANIFEST_FORMAT);
+    const char *p = manifest, *end = manifest + len;
+    if (len < (size_t)n || memcmp(p, first, (size_t)n) != 0) return 0;
+    p += n;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        const size_t w = strlen(fixed[i]);
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl || (size_t)(nl - p) < w || memcmp(p, fixed[i], w) != 0) return -1;
+        p = nl + 1;
+    }
+    /* "tuned -", or "override|tuned <bytes> <text>" whose text may hold new lines. */
+    if ((size_t)(end - p) >= 8 && memcmp(p, "tuned -\n", 8) == 0) return (long)(p + 8 - manifest);
+    const size_t w = (size_t)(end - p) >= 9 && memcmp(p, "override ", 9) == 0 ? 9
+                     : (size_t)(end - p) >= 6 && memcmp(p, "tuned ", 6) == 0 ? 6
+                                                                              : 0;
+    if (!w) return -1;
+    p += w;
+    size_t bytes = 0, digits = 0;
+    for (; p < end && *p >= '0' && *p <= '9' && digits < 10; p++, digits++) bytes = bytes * 10 + (size_t)(*p - '0');
+    if (!digits || p >= end || *p != ' ' || bytes >= (size_t)(end - p - 1) || p[1 + bytes] != '\n') return -1;
+    return (long)(p + 1 + bytes + 1 - manifest);
+}
+
 static void add_dims(text *t, const char *what, const unsigned d[3]) { add(t, "%s %u %u %u", what, d[0], d[1], d[2]); }
 
 char *manifest_full(const char *head, const char *model, const char *table, const kernel_plan *p,

@@ -66,6 +66,12 @@ typedef struct manifest_inputs {
 /* The head (malloc'd), NULL when out of memory. */
 char *manifest_head(const manifest_inputs *in);
 
+/* The length of the head a stored manifest of len bytes begins with (the
+ * text manifest_head wrote, whose cache_key is the entry's key): > 0; 0 for
+ * a manifest of another format (another library's, keyed by its own rules);
+ * -1 for one of this format whose head does not read. */
+long manifest_head_len(const char *manifest, size_t len);
+
 /* The whole manifest (malloc'd): head, the gpu line (model "" for none,
  * table NULL for none), the plan compiled with options, and its source.
  * NULL when out of memory or when a name, argument or the tiles would not

@@ -25,6 +25,7 @@
 #include "attnbwd.h"
 #include "cache.h"
 #include "cache_tools.h"
+#include "manifest.h"
 #include "nvrtc_compile.h"
 #include "test_util.h"
 
@@ -379,6 +380,31 @@ static void test_concurrent_eviction_leaves_whole_entries(void **state)
     assert_int_equal(n.evicted, WRITERS * PER_WRITER - present);
     test_rmtree(dir);
     free(dir);
+}
+
+/* The head a stored manifest begins with is found whatever its tiles' line
+ * holds (an override's text may hold new lines), and only in a manifest of
+ * this format. */
+static void test_manifest_head_len(void **state)
+{
+    (void)state;
+    const attnbwd_shape shape = test_shape(1, 16, 512, 0);
+    const char *const override[] = {NULL, "block=128\ngpu x", NULL};
+    const char *const tuned[] = {NULL, NULL, "block=256 warps=4"};
+    for (int i = 0; i < 3; i++) {
+        manifest_inputs in = {"embedded sha256:00", "sm_90", &shape, 0, override[i], tuned[i]};
+        char *head = manifest_head(&in);
+        assert_non_null(head);
+        const size_t len = strlen(head);
+        char whole[4096];
+        const int n = snprintf(whole, sizeof whole, "%sgpu - (no table)\ntiles x\nsource\nint x;\n", head);
+        assert_int_equal(manifest_head_len(whole, (size_t)n), (long)len);
+        assert_int_equal(manifest_head_len(head, len), (long)len);
+        assert_int_equal(manifest_head_len(head, len - 1), -1); /* cut in its last line */
+        head[23] = '1';                                       /* "attnbwd-cache-manifest 1" */
+        assert_int_equal(manifest_head_len(head, len), 0);
+        free(head);
+    }
 }
 
 /* ---- the tool ---- */
@@ -749,6 +775,28 @@ static void test_tool_import_refuses(void **state)
     free(into);
 }
 
+/* Writes an archive of this library and NVRTC holding the entry file at
+ * entry under key, as export would write it. */
+static void one_entry_archive(const char *entry, const char *key, const char *archive)
+{
+    int maj = 0, min = 0;
+    nvrtc_version(&maj, &min);
+    const uint64_t elen = file_size(entry);
+    unsigned char *bytes = malloc(elen);
+    FILE *f = fopen(entry, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(bytes, 1, elen, f), elen);
+    fclose(f);
+    f = fopen(archive, "wb");
+    assert_non_null(f);
+    fprintf(f, "attnbwd-cache-archive 1\nlibrary %s\nnvrtc %d.%d\n\nentry %s %llu 0\n", ATTNBWD_VERSION_STRING, maj,
+            min, key, (unsigned long long)elen);
+    assert_int_equal(fwrite(bytes, 1, elen, f), elen);
+    fprintf(f, "end 1\n");
+    fclose(f);
+    free(bytes);
+}
+
 /* An entry of this version whose payload passes its checksum but not the
  * check a disk hit makes of a cubin: a CUDA ELF magic alone, or a cubin for
  * another SM than its manifest's arch. verify calls it damaged, and an
@@ -785,20 +833,7 @@ static void test_tool_refuses_what_is_no_cubin(void **state)
     char entry[4200], archive[4200], args[4400];
     snprintf(entry, sizeof entry, "%s/%s.atbc", dir, key[1]);
     snprintf(archive, sizeof archive, "%s/planted.atba", other);
-    const uint64_t elen = file_size(entry);
-    unsigned char *bytes = malloc(elen);
-    FILE *f = fopen(entry, "rb");
-    assert_non_null(f);
-    assert_int_equal(fread(bytes, 1, elen, f), elen);
-    fclose(f);
-    f = fopen(archive, "wb");
-    assert_non_null(f);
-    fprintf(f, "attnbwd-cache-archive 1\nlibrary %s\nnvrtc %d.%d\n\nentry %s %llu 0\n", ATTNBWD_VERSION_STRING, maj,
-            min, key[1], (unsigned long long)elen);
-    assert_int_equal(fwrite(bytes, 1, elen, f), elen);
-    fprintf(f, "end 1\n");
-    fclose(f);
-    free(bytes);
+    one_entry_archive(entry, key[1], archive);
     char *into = test_tmpdir();
     snprintf(args, sizeof args, "cache import %s", archive);
     r = tool_expect(into, args, 1);
@@ -806,6 +841,81 @@ static void test_tool_refuses_what_is_no_cubin(void **state)
     assert_says(r, line);
     snprintf(entry, sizeof entry, "%s/%s.atbc", into, key[1]);
     assert_false(exists(entry));
+    test_rmtree(dir);
+    test_rmtree(other);
+    test_rmtree(into);
+    free(dir);
+    free(other);
+    free(into);
+}
+
+/* An entry's key is the hash of its manifest's head, as a lookup forms it.
+ * A sound entry filed under another valid key (an archive record's key
+ * changed; an entry file renamed) is refused by import, whole archive and
+ * all, and called damaged by verify: a lookup would never take it. */
+static void test_tool_refuses_entry_under_another_key(void **state)
+{
+    (void)state;
+    char *dir = copy_of_abc(), *other = test_tmpdir(), *into = test_tmpdir();
+    char good[4200], bad[4200], args[12000], at[64], with[64], line[256];
+    snprintf(good, sizeof good, "%s/all.atba", other);
+    snprintf(bad, sizeof bad, "%s/rekeyed.atba", other);
+    snprintf(args, sizeof args, "cache export %s", good);
+    assert_says(tool_expect(dir, args, 0), "exported 3 entries");
+    /* The archive has no checksum of its own; each entry's covers its manifest and payload, not its key. */
+    snprintf(at, sizeof at, "entry %s ", G.key[A]);
+    snprintf(with, sizeof with, "entry %s ", G.key[D]);
+    altered_copy(good, bad, at, with, 0);
+    snprintf(args, sizeof args, "cache import %s", bad);
+    tool_run *r = tool_expect(into, args, 1);
+    snprintf(line, sizeof line, "entry %s is refused: not its key: its manifest's head hashes to %s", G.key[D],
+             G.key[A]);
+    assert_says(r, line);
+    cJSON *st = tool_json(into, "cache stats --json");
+    assert_int_equal(json_number(st, "entries"), 0);
+    cJSON_Delete(st);
+
+    /* A's entry renamed to D's key in a folder. */
+    assert_int_equal(rename(entry_path(dir, A, ".atbc"), entry_path(dir, D, ".atbc")), 0);
+    assert_int_equal(rename(entry_path(dir, A, ".info"), entry_path(dir, D, ".info")), 0);
+    r = tool_expect(dir, "cache verify", 1);
+    snprintf(line, sizeof line, "damaged  %s: not its key: its manifest's head hashes to %s", G.key[D], G.key[A]);
+    assert_says(r, line);
+    assert_says(r, "3 entries checked: 2 sound, 1 damaged");
+    cJSON *list = tool_json(dir, "cache list --json");
+    int flagged = 0;
+    for (int i = 0; i < cJSON_GetArraySize(list); i++) {
+        const cJSON *e = cJSON_GetArrayItem(list, i);
+        const int renamed = strcmp(cJSON_GetObjectItem(e, "key")->valuestring, G.key[D]) == 0;
+        const cJSON *problem = cJSON_GetObjectItem(e, "problem");
+        assert_int_equal(cJSON_IsString(problem), renamed);
+        flagged += renamed;
+    }
+    assert_int_equal(flagged, 1);
+    cJSON_Delete(list);
+    snprintf(args, sizeof args, "cache export %s", good);
+    r = tool_expect(dir, args, 0);
+    assert_says(r, "exported 2 entries");
+
+    /* A manifest of another format has a key this library cannot check
+     * (and never uses it): refused, even under this library's version. */
+    int maj = 0, min = 0;
+    nvrtc_version(&maj, &min);
+    char manifest[256];
+    const int n = snprintf(manifest, sizeof manifest,
+                           "attnbwd-cache-manifest 1\nlibrary %s\nnvrtc %d.%d\narch sm_90\nsource\nx\n",
+                           ATTNBWD_VERSION_STRING, maj, min);
+    unsigned char cubin[64];
+    fake_cubin(cubin, sizeof cubin, 90);
+    disk_cache c;
+    cache_open(&c, other, 1, &QUIET);
+    assert_int_equal(cache_put(&c, G.key[B], manifest, (size_t)n, cubin, sizeof cubin), 1);
+    cache_close(&c);
+    snprintf(line, sizeof line, "%s/%s.atbc", other, G.key[B]);
+    one_entry_archive(line, G.key[B], bad);
+    snprintf(args, sizeof args, "cache import %s", bad);
+    snprintf(line, sizeof line, "entry %s is refused: of another manifest format", G.key[B]);
+    assert_says(tool_expect(into, args, 1), line);
     test_rmtree(dir);
     test_rmtree(other);
     test_rmtree(into);
@@ -859,6 +969,7 @@ int main(void)
         cmocka_unit_test(test_budget_from_environment),
         cmocka_unit_test(test_concurrent_writers_lose_nothing_that_fits),
         cmocka_unit_test(test_concurrent_eviction_leaves_whole_entries),
+        cmocka_unit_test(test_manifest_head_len),
         cmocka_unit_test(test_tool_list_json),
         cmocka_unit_test(test_tool_verify),
         cmocka_unit_test(test_tool_stats),
@@ -866,6 +977,7 @@ int main(void)
         cmocka_unit_test(test_tool_export_import),
         cmocka_unit_test(test_tool_import_refuses),
         cmocka_unit_test(test_tool_refuses_what_is_no_cubin),
+        cmocka_unit_test(test_tool_refuses_entry_under_another_key),
         cmocka_unit_test(test_tool_help_and_usage),
         cmocka_unit_test(test_tool_info_json),
     };
