@@ -1,4 +1,4 @@
-/* Tests of the fp64 reference of problem 2 (runtime/reference_edit.c):
+/* Tests of the fp64 reference of problem 2 (check/reference_edit.c):
  * the forward against a naive loop version (the qkv split order, scores,
  * softmax, dropout), the backward against central differences of
  * L = sum(output * grad_output), output = attention_output @ out_weight^T + out_bias,

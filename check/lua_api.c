@@ -355,3 +355,19 @@ int lua_api_run(lua_State *L, const char *chunkname, const char *text, size_t le
     }
     return 0;
 }
+
+attnbwd_status lua_api_main(lua_State *L, const char *module, int argc, char **argv, int *rc) {
+    attnbwd_status st = gen_require(L, module, "main");
+    if (st != ATTNBWD_OK) return st;
+    lua_createtable(L, argc, 0);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    st = gen_pcall(L, 1, 1);
+    if (st == ATTNBWD_OK) {
+        *rc = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    return st;
+}
