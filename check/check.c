@@ -1,34 +1,24 @@
 /* The harness's entry points (check.h): each case handed to its problem's
- * check and timing, on the device the context's kernels run on. A problem
- * is one row of `problems`. */
+ * check and timing, on the device the context's kernels run on; the
+ * problems' names. A problem is one row of `problems`. */
 #include "check.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "check_edit.h"
-#include "check_softmax.h"
 
 #include "error.h"
 
-typedef struct check_problem {
-    attnbwd_problem problem;
-    attnbwd_status (*check)(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r);
-    attnbwd_status (*time)(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
-    double (*floor_bytes)(const suite_case *c);
-    double (*floor_flops)(const suite_case *c); /* NULL: no matrix work counted */
-} check_problem;
-
-static const check_problem problems[] = {
-    {ATTNBWD_SOFTMAX_DROPOUT_BWD, check_softmax_case, check_softmax_time_case, check_softmax_floor_bytes, NULL},
-    {ATTNBWD_EDIT_ATTENTION_BWD, check_edit_case, check_edit_time_case, check_edit_floor_bytes,
-     check_edit_floor_flops},
-};
+/* Each problem's part, defined by its check/check_<problem>.c. */
+extern const check_problem check_softmax_problem, check_edit_problem;
+static const check_problem *const problems[] = {&check_softmax_problem, &check_edit_problem};
+#define N_PROBLEMS (sizeof problems / sizeof problems[0])
 
 static const check_problem *problem_of(const suite_case *c) {
-    for (size_t i = 0; c && i < sizeof problems / sizeof problems[0]; i++)
-        if (problems[i].problem == c->shape.problem)
-            return &problems[i];
+    for (size_t i = 0; c && i < N_PROBLEMS; i++)
+        if (problems[i]->problem == c->shape.problem)
+            return problems[i];
     return NULL;
 }
 
@@ -88,4 +78,30 @@ double check_floor_bytes(const suite_case *c) {
 double check_floor_flops(const suite_case *c) {
     const check_problem *p = problem_of(c);
     return p && p->floor_flops ? p->floor_flops(c) : 0.0;
+}
+
+attnbwd_problem check_problem_from_name(const char *name) {
+    for (size_t i = 0; name && i < N_PROBLEMS; i++)
+        if (!strcmp(problems[i]->name, name))
+            return problems[i]->problem;
+    return (attnbwd_problem)0;
+}
+
+const char *check_problem_name(attnbwd_problem p) {
+    for (size_t i = 0; i < N_PROBLEMS; i++)
+        if (problems[i]->problem == p)
+            return problems[i]->name;
+    return "unknown_problem";
+}
+
+void check_problem_names(char *buf, size_t len) {
+    size_t used = 0;
+    if (len)
+        buf[0] = '\0';
+    for (size_t i = 0; i < N_PROBLEMS && used < len; i++) {
+        const int n = snprintf(buf + used, len - used, "%s\"%s\"", i ? ", " : "", problems[i]->name);
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
 }

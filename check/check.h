@@ -42,4 +42,12 @@ double check_floor_bytes(const suite_case *c);
  * 2's matrix work (check_edit_floor_flops); 0 for problem 1. */
 double check_floor_flops(const suite_case *c);
 
+/* The problem a name spells ("softmax_dropout_bwd", "edit_attention_bwd"),
+ * 0 when none does. */
+attnbwd_problem check_problem_from_name(const char *name);
+/* A problem's name, "unknown_problem" for none. */
+const char *check_problem_name(attnbwd_problem p);
+/* Every problem's name, quoted and ", "-separated, into buf (for messages). */
+void check_problem_names(char *buf, size_t len);
+
 #endif

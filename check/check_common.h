@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "attnbwd.h"
+#include "suite.h"
 
 typedef struct check_result {
     int pass;
@@ -50,5 +51,17 @@ void check_round_order(int n, int round, uint64_t seed, int *order);
  * a cold L2 (a 2x-L2 buffer zeroed), following 10 warm-ups. */
 typedef attnbwd_status (*check_launch_fn)(void *user, void *s);
 attnbwd_status check_time_launches(check_launch_fn fn, void *user, int iters, double *median_us);
+
+/* A problem's part of the harness: check/check_<problem>.c defines one
+ * (check_case and check_time_case_ex are called with r not NULL and the
+ * context's device current), and check.c lists them. */
+typedef struct check_problem {
+    attnbwd_problem problem;
+    const char *name; /* as suites, the tool and the Lua scripts spell it */
+    attnbwd_status (*check)(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r);
+    attnbwd_status (*time)(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r);
+    double (*floor_bytes)(const suite_case *c); /* bytes that must move: the spec's floor */
+    double (*floor_flops)(const suite_case *c); /* its matrix work (2 per multiply-add); NULL: none counted */
+} check_problem;
 
 #endif

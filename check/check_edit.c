@@ -812,3 +812,6 @@ cleanup:
         snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
     return st;
 }
+
+const check_problem check_edit_problem = {ATTNBWD_EDIT_ATTENTION_BWD, "edit_attention_bwd", check_edit_case,
+                                          check_edit_time_case, check_edit_floor_bytes, check_edit_floor_flops};

@@ -11,7 +11,7 @@
  * for cases of 2^31 elements (~30 GB of device memory).
  *
  * Prints nothing; everything comes back in check_result or the error message. */
-#include "check_softmax.h"
+#include "check_common.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -22,7 +22,6 @@
 
 #include <cuda_runtime.h>
 
-#include "check_common.h"
 #include "check_cuda.h"
 #include "prng.h"
 
@@ -155,7 +154,7 @@ static void parallel_for(int64_t n, int64_t cost_per_item, range_fn fn, void *ar
             pthread_join(w[t].th, NULL);
 }
 
-double check_softmax_floor_bytes(const suite_case *c) {
+static double floor_bytes(const suite_case *c) {
     const double B = (double)c->shape.batch, T = (double)c->shape.seq_len;
     const double H = (double)c->shape.heads;
     return B * H * T * T * (12.0 + (c->p_dropout > 0.0 ? 1.0 : 0.0)) + B * T * T;
@@ -453,7 +452,7 @@ cleanup:
 
 /* ---- entry points ---- */
 
-attnbwd_status check_softmax_case(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r) {
+static attnbwd_status check_softmax(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r) {
     memset(r, 0, sizeof *r);
     attnbwd_kernel *k = NULL;
     attnbwd_status st = prepare(ctx, c, &k);
@@ -496,8 +495,7 @@ static attnbwd_status launch_softmax(void *user, void *s) {
     return launch(l->k, l->c, l->d, (cudaStream_t)s);
 }
 
-attnbwd_status check_softmax_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone,
-                                       check_result *r) {
+static attnbwd_status time_softmax(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r) {
     (void)alone; /* one kernel: no breakdown to leave out */
     memset(r, 0, sizeof *r);
     if (iters <= 0)
@@ -521,9 +519,12 @@ attnbwd_status check_softmax_time_case(attnbwd_ctx *ctx, const suite_case *c, in
         snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
         return st;
     }
-    r->gbytes_per_s = r->median_us > 0 ? check_softmax_floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
+    r->gbytes_per_s = r->median_us > 0 ? floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
     r->pass = 1;
     snprintf(r->message, sizeof r->message, "median %.2f us over %d launches, %.1f GB/s of floor bytes",
              r->median_us, iters, r->gbytes_per_s);
     return ATTNBWD_OK;
 }
+
+const check_problem check_softmax_problem = {ATTNBWD_SOFTMAX_DROPOUT_BWD, "softmax_dropout_bwd", check_softmax,
+                                             time_softmax, floor_bytes, NULL};
