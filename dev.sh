@@ -5,6 +5,9 @@
 #                     check and time them
 #   ./dev.sh test     install, build, run the tests (CPU; GPU tests skip without
 #                     a GPU), then the same under ASan+UBSan
+#   ./dev.sh test quick
+#                     build, run the fast tests only (no label "slow"): a
+#                     minute's loop while editing
 #   ./dev.sh gpu-test run the GPU tests (on a machine with a GPU, after ./dev.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -55,16 +58,22 @@ case "${1:-main}" in
   test)
     install_packages
     build build
+    if [ "${2:-}" = quick ]; then
+      (cd build && ctest --output-on-failure -j "$JOBS" -LE slow)
+      exit 0
+    fi
     (cd build && ctest --output-on-failure -j "$JOBS")
     echo "== the same tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-    build build-asan -DATTNBWD_SANITIZE=ON
+    # The kernels the plain run compiled are read, not compiled again
+    # (tests/CMakeLists.txt, ATTNBWD_TEST_KERNELS).
+    build build-asan -DATTNBWD_SANITIZE=ON -DATTNBWD_TEST_KERNELS="$PWD/build/test-kernels"
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
     ;;
   gpu-test)
     (cd build && ctest -L gpu --output-on-failure)
     ;;
   *)
-    echo "usage: ./dev.sh [main|test|gpu-test]" >&2
+    echo "usage: ./dev.sh [main|test [quick]|gpu-test]" >&2
     exit 2
     ;;
 esac

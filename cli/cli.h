@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "attnbwd.h"
+#include "check.h"
 
 /* Exit codes. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -270,24 +271,18 @@ static inline int cli_parse_shape(const char *text, int64_t heads_min, cli_shape
     return 0;
 }
 
-/* "softmax_dropout_bwd" / "edit_attention_bwd" -> the enum; 0 when unknown. */
+/* A problem's name (check.h's table), or its number ("1", "2") -> the enum; 0 when unknown. */
 static inline attnbwd_problem cli_parse_problem(const char *name)
 {
-    if (strcmp(name, "softmax_dropout_bwd") == 0 || strcmp(name, "1") == 0)
-        return ATTNBWD_SOFTMAX_DROPOUT_BWD;
-    if (strcmp(name, "edit_attention_bwd") == 0 || strcmp(name, "2") == 0)
-        return ATTNBWD_EDIT_ATTENTION_BWD;
-    return (attnbwd_problem)0;
+    char *end = NULL;
+    const long n = strtol(name, &end, 10);
+    if (end != name && *end == '\0')
+        return strcmp(check_problem_name((attnbwd_problem)n), "unknown_problem") ? (attnbwd_problem)n
+                                                                                 : (attnbwd_problem)0;
+    return check_problem_from_name(name);
 }
 
-static inline const char *cli_problem_name(attnbwd_problem p)
-{
-    switch (p) {
-    case ATTNBWD_SOFTMAX_DROPOUT_BWD: return "softmax_dropout_bwd";
-    case ATTNBWD_EDIT_ATTENTION_BWD: return "edit_attention_bwd";
-    }
-    return "unknown_problem";
-}
+static inline const char *cli_problem_name(attnbwd_problem p) { return check_problem_name(p); }
 
 /* A short description of a shape: "B=2 H=16 T=541 p" (p: dropout on);
  * problem 2 is prefixed with "edit ". */

@@ -118,7 +118,7 @@ static int time_case(attnbwd_ctx *ctx, const check_args *a, const suite_case *c,
     if (math_us > floor_us) floor_us = math_us;
     double frac = r->median_us > 0.0 ? floor_us / r->median_us : 0.0;
     printf("  %9.2f us  %7.1f GB/s  %.2f of floor", r->median_us, r->gbytes_per_s, frac);
-    if (c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD && r->median_us > 0.0)
+    if (check_floor_flops(c) > 0.0 && r->median_us > 0.0)
         printf("  %.1f TFLOP/s", check_floor_flops(c) / (r->median_us * 1e-6) / 1e12);
     printf("\n");
     /* Problem 2: each kernel alone, slowest first. */

@@ -1,11 +1,9 @@
-/* `attnbwd explore`: lua/explore.lua on the Lua API (cli/lua_api.c). */
+/* `attnbwd explore`: lua/explore.lua on the Lua API (check/lua_api.c). */
 #include <stdio.h>
 
-#include <lauxlib.h>
 #include <lua.h>
 
 #include "cli.h"
-#include "gen_internal.h"
 #include "lua_api.h"
 
 void cmd_explore_usage(FILE *out)
@@ -38,12 +36,9 @@ int cmd_explore(const cli_common *common, int argc, char **argv)
         fprintf(stderr, "attnbwd explore: out of memory\n");
         return CLI_FAIL;
     }
-    static const char run[] = "return require('explore').main({...})";
-    rc = CLI_FAIL;
-    if (luaL_loadbufferx(L, run, sizeof run - 1, "=explore", "t") == LUA_OK) {
-        for (int i = 0; i < argc; i++) lua_pushstring(L, argv[i]);
-        if (gen_pcall(L, argc, 1) == ATTNBWD_OK) rc = (int)lua_tointeger(L, -1);
-        else fprintf(stderr, "attnbwd explore: %s\n", attnbwd_last_error());
+    if (lua_api_main(L, "explore", argc, argv, &rc) != ATTNBWD_OK) {
+        fprintf(stderr, "attnbwd explore: %s\n", attnbwd_last_error());
+        rc = CLI_FAIL;
     }
     lua_close(L);
     attnbwd_close(ctx);

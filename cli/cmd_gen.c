@@ -98,9 +98,11 @@ static int build_shape(const gen_args *g, attnbwd_shape *shape, cli_shape *sh)
 {
     char err[256];
     attnbwd_problem prob = ATTNBWD_SOFTMAX_DROPOUT_BWD;
-    if (g->problem && !(prob = cli_parse_problem(g->problem)))
-        return cli_usage_error("gen", "--problem: unknown problem '%s' (softmax_dropout_bwd, "
-                                      "edit_attention_bwd)", g->problem);
+    if (g->problem && !(prob = cli_parse_problem(g->problem))) {
+        char names[256];
+        check_problem_names(names, sizeof names);
+        return cli_usage_error("gen", "--problem: unknown problem '%s' (%s)", g->problem, names);
+    }
     int64_t heads_min = prob == ATTNBWD_SOFTMAX_DROPOUT_BWD ? 1 : 0;
     int separate = g->batch || g->heads || g->seq_len || g->p;
     if (g->compact && separate)

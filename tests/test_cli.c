@@ -659,6 +659,27 @@ static void test_parse_shape(void **state)
     }
 }
 
+/* Problem names come from check/'s one table; numbers name the enum's values. */
+static void test_parse_problem(void **state)
+{
+    (void)state;
+    assert_int_equal(cli_parse_problem("softmax_dropout_bwd"), ATTNBWD_SOFTMAX_DROPOUT_BWD);
+    assert_int_equal(cli_parse_problem("edit_attention_bwd"), ATTNBWD_EDIT_ATTENTION_BWD);
+    assert_int_equal(cli_parse_problem("1"), ATTNBWD_SOFTMAX_DROPOUT_BWD);
+    assert_int_equal(cli_parse_problem("2"), ATTNBWD_EDIT_ATTENTION_BWD);
+    assert_int_equal(cli_parse_problem("3"), 0);
+    assert_int_equal(cli_parse_problem("0"), 0);
+    assert_int_equal(cli_parse_problem("2x"), 0);
+    assert_int_equal(cli_parse_problem("edit"), 0);
+    assert_string_equal(cli_problem_name(ATTNBWD_EDIT_ATTENTION_BWD), "edit_attention_bwd");
+    assert_string_equal(cli_problem_name((attnbwd_problem)9), "unknown_problem");
+    char names[64];
+    check_problem_names(names, sizeof names);
+    assert_string_equal(names, "\"softmax_dropout_bwd\", \"edit_attention_bwd\"");
+    check_problem_names(names, 20); /* cut, still a string */
+    assert_int_equal(strlen(names), 19);
+}
+
 static void test_human_bytes(void **state)
 {
     (void)state;
@@ -677,6 +698,7 @@ int main(void)
     unsetenv("ATTNBWD_CACHE_DIR");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_shape),
+        cmocka_unit_test(test_parse_problem),
         cmocka_unit_test(test_human_bytes),
         cmocka_unit_test(test_help_lists_commands),
         cmocka_unit_test(test_subcommand_help),

@@ -41,6 +41,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "check_edit.h"
 #include "gpu_test.h"
 #include "suite.h"
 

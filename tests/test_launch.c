@@ -66,12 +66,14 @@ static int find_fake(void **state) {
     return 0;
 }
 
-/* A context on the fake's device 0 (an "H200", sm_90), memory cache only,
- * its warnings counted where `counts` is given. */
+/* A context on the fake's device 0 (an "H200", sm_90), its kernels in the
+ * tests' cache (test_kernel_cache: each compiled once for all the tests
+ * here), its warnings counted where `counts` is given. */
 static attnbwd_ctx *open_ctx_logging(log_counts *counts) {
     attnbwd_options o;
     attnbwd_options_init(&o);
-    o.disk_cache = 0;
+    o.cache_dir = test_kernel_cache();
+    o.disk_cache = o.cache_dir != NULL;
     o.log_level = counts ? ATTNBWD_LOG_WARN : ATTNBWD_LOG_QUIET;
     o.log_fn = counts ? test_log : NULL;
     o.log_user = counts;
@@ -648,7 +650,8 @@ static void shared_memory_past_the_device(void **state) {
     attnbwd_close(ctx);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    test_filter(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(edit_plans_launch_whole),
         cmocka_unit_test(repeated_calls_replay_a_graph),

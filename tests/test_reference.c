@@ -1,4 +1,4 @@
-/* Tests of the fp64 reference of problem 1 (runtime/reference.c) against
+/* Tests of the fp64 reference of problem 1 (check/reference.c) against
  * values worked out by hand: the order dropout -> softmax backward with s over
  * every column -> mask; p == 0 never reading dropout_mask; the mask shared by
  * the heads of a batch row; row ranges writing only their rows. */

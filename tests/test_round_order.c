@@ -1,5 +1,5 @@
-/* Tests of the timing rounds' order (check_round_order, cli/check_edit.c)
- * and of the median each choice's rounds come to (check_median, cli/check.c),
+/* Tests of the timing rounds' order (check_round_order, check/check_common.c)
+ * and of the median each choice's rounds come to (check_median, check/check_common.c),
  * which the A/B harness's comparisons rest on: every round a permutation,
  * each pair's second round the first reversed (every choice's mean position
  * the same), seed 0 the given order, other seeds shuffles that differ

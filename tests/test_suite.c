@@ -1,4 +1,4 @@
-/* Tests of suite loading (cli/suite.c): the two shipped workload files by name
+/* Tests of suite loading (check/suite.c): the two shipped workload files by name
  * and by path, a Lua suite, and the errors (bad JSON with its line number, p
  * out of range, missing axes, bad sizes, missing files) leaving the list as
  * it was. Temporary files live in /tmp and are removed. */

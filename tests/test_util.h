@@ -24,6 +24,29 @@ static inline void test_rmtree(const char *d) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", d);
 }
 
+/* The disk cache of kernels a test keeps between runs, $ATTNBWD_TEST_KERNELS
+ * (NULL when unset: memory only). tests/CMakeLists.txt empties it before the
+ * plain build's run (the test_kernels fixture), and the sanitizer build's run
+ * reads the same folder: NVRTC, which no sanitizer instruments, then compiles
+ * each identical source once, while the generation, the cache's reads and the
+ * launches run again under the sanitizers. */
+static inline const char *test_kernel_cache(void) {
+    const char *d = getenv("ATTNBWD_TEST_KERNELS");
+    return d && *d ? d : NULL;
+}
+
+/* A test program's arguments: "--only PATTERN" runs the tests whose names
+ * match (cmocka's * and ? wildcards), "--skip PATTERN" the others, so that
+ * tests/CMakeLists.txt can run one program's long tests side by side. */
+static inline void test_filter(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--only")) cmocka_set_test_filter(argv[2]);
+    else if (argc == 3 && !strcmp(argv[1], "--skip")) cmocka_set_skip_filter(argv[2]);
+    else if (argc != 1) {
+        fprintf(stderr, "usage: %s [--only PATTERN | --skip PATTERN]\n", argv[0]);
+        exit(2);
+    }
+}
+
 /* In a cmocka test: the call returns `status` and the message holds `needle`. */
 #define EXPECT_STATUS(call, status, needle)                                               \
     do {                                                                                  \

@@ -2,8 +2,12 @@
 // (templates/gemm_tma.cu, grad_query_tma.cu, gemm_wg.cu's products, the
 // attention pass of attention_wg*.cu; with
 // templates/tc_common.cu, which the tests include after this file, TC_EMU
-// leaving out its instructions that have no CPU form): one std::thread per CUDA
-// thread, blocks one after another, or a cluster's together (each block its
+// leaving out its instructions that have no CPU form): one fiber (ucontext) per
+// CUDA thread, all on the calling thread, switched only where a thread waits
+// (barriers, mbarrier parities, the warp's meets), the waiters resumed in turn,
+// each pass the other way round, so that a thread that reads what another has
+// not yet written meets the poison whichever of the two comes first; blocks one
+// after another, or a cluster's together (each block its
 // own shared memory; the cluster's barrier; loads from another block's shared
 // memory); mbarriers
 // with phases, parity waits and transaction bytes; 2-D TMA boxes copied at
@@ -15,23 +19,24 @@
 // accumulator fragment and reading operands as the tensor cores do (the low
 // 13 bits dropped). wgmma's fence, commit and wait are .sync.aligned: a
 // warp's lanes meet there; named barriers (bar.sync), the ballot and the
-// shuffle likewise. A wait that never ends (two minutes) is reported and
-// aborts. The model is checked against
+// shuffle likewise. A wait that can never end (every thread waiting, none
+// released) is reported at once and aborts. The model is checked against
 // templates/gemm_tma.cu (tests/test_emu_tma.cpp), gQ's default product of
 // gemm_wg.cu (tests/test_emu_wg.cpp) and the attention pass
 // (tests/test_emu_pass.cpp), whose kernels pass on the H200.
 #pragma once
 #define TC_EMU 1
-#include <chrono>
 #include <condition_variable>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -77,13 +82,47 @@ inline std::unordered_map<const void *, bar> bars;
 inline void complete_if(bar &b) {
     if (b.pending == 0 && b.tx == 0) { b.done++; b.pending = b.expected; b.cv.notify_all(); }
 }
-// Waits (holding mu through l) until done(); a wait that never ends (two
-// minutes) is reported, with describe()'s words, and aborts.
+// The fibers: the CUDA threads of the blocks running now, each with its own
+// stack, all on the thread that called emu_launch. A thread runs until it
+// waits; then the next one runs. No OS thread is made per CUDA thread and no
+// lock is ever contended, so a block's barriers cost no system calls.
+struct block_state;
+struct cluster_state;
+struct fiber {
+    ucontext_t ctx;
+    void *stack = nullptr;
+    std::function<void()> body;
+    bool finished = false;
+    // Its CUDA thread's registers of place, kept while others run.
+    dim3e thread, block;
+    block_state *bs = nullptr;
+    cluster_state *cs = nullptr;
+    // While it waits: what for (the waiter's describe(), called only for a deadlock's report).
+    std::string (*describe)(const void *) = nullptr;
+    const void *describe_arg = nullptr;
+};
+constexpr size_t FIBER_STACK = 8u << 20; // as an OS thread's: the templates' block-scope arrays live there
+inline std::vector<std::unique_ptr<fiber>> fibers;
+inline fiber *running = nullptr;
+inline ucontext_t scheduler_ctx;
+inline bool progressed = false; // since the scheduler last looked: some thread got past a wait, or finished
+inline void switch_to_scheduler();
+// Waits (holding mu through l, which it lets go while others run) until
+// done(). A wait while every other thread waits too and none is released is
+// reported, with describe()'s words, and aborts (run_fibers).
 template <class Done, class Describe>
-void wait_or_abort(std::condition_variable &cv, std::unique_lock<std::mutex> &l, Done done, Describe describe) {
-    if (cv.wait_for(l, std::chrono::seconds(120), done)) return;
-    fprintf(stderr, "DEADLOCK: block %u thread %u waits %s\n", blockIdx.x, threadIdx.x, describe().c_str());
-    abort();
+void wait_or_abort(std::condition_variable &, std::unique_lock<std::mutex> &l, Done done, Describe describe) {
+    if (done()) return;
+    progressed = true; /* it ran up to here, so it may have released others */
+    running->describe = +[](const void *d) -> std::string { return (*static_cast<const Describe *>(d))(); };
+    running->describe_arg = &describe;
+    while (!done()) {
+        l.unlock();
+        switch_to_scheduler();
+        l.lock();
+    }
+    running->describe = nullptr;
+    progressed = true;
 }
 // A barrier that n threads meet at, then go on together (bar.sync's kind).
 struct meet { unsigned arrived = 0, gen = 0; std::condition_variable cv; };
@@ -385,9 +424,100 @@ inline int atomicAdd(int *p, int v) { return __atomic_fetch_add(p, v, __ATOMIC_S
 inline float4 __ldcs(const float4 *p) { return *p; }
 inline float __ldcs(const float *p) { return *p; }
 
+namespace emu {
+// AddressSanitizer is told of each switch of stacks (its fiber interface).
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" void __sanitizer_start_switch_fiber(void **fake_stack_save, const void *bottom, size_t size);
+extern "C" void __sanitizer_finish_switch_fiber(void *fake_stack_save, const void **bottom_old, size_t *size_old);
+#else
+inline void __sanitizer_start_switch_fiber(void **, const void *, size_t) {}
+inline void __sanitizer_finish_switch_fiber(void *, const void **, size_t *) {}
+#endif
+inline const void *scheduler_stack_bottom = nullptr;
+inline size_t scheduler_stack_size = 0;
+inline void save_place(fiber &f) {
+    f.thread = threadIdx, f.block = blockIdx, f.bs = this_block, f.cs = this_cluster;
+}
+inline void restore_place(const fiber &f) {
+    threadIdx = f.thread, blockIdx = f.block, this_block = f.bs, this_cluster = f.cs;
+}
+inline void switch_to_scheduler() {
+    fiber *self = running;
+    save_place(*self);
+    void *save = nullptr;
+    __sanitizer_start_switch_fiber(&save, scheduler_stack_bottom, scheduler_stack_size);
+    swapcontext(&self->ctx, &scheduler_ctx);
+    __sanitizer_finish_switch_fiber(save, nullptr, nullptr);
+    restore_place(*self);
+}
+inline void fiber_main() {
+    __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
+    running->body();
+    running->finished = true;
+    progressed = true;
+    __sanitizer_start_switch_fiber(nullptr, scheduler_stack_bottom, scheduler_stack_size); /* this stack is done */
+    setcontext(&scheduler_ctx);
+}
+// At least n fibers, their stacks mapped once and kept for later launches.
+inline void make_fibers(size_t n) {
+    while (fibers.size() < n) {
+        auto f = std::make_unique<fiber>();
+        f->stack = mmap(nullptr, FIBER_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (f->stack == MAP_FAILED) { fprintf(stderr, "mmap of a fiber stack failed\n"); abort(); }
+        fibers.push_back(std::move(f));
+    }
+}
+// Runs the first n fibers' bodies to their ends: each pass resumes every one
+// not finished, in index order on even passes and the other way round on odd
+// ones (a thread reading what another has not yet written, with no wait
+// between, then meets the poison whichever of the two is first). A pass in
+// which none got past a wait or finished, with some left, is a deadlock:
+// each waiter is named, and the test aborts.
+// f's context made to start at fiber_main on its own stack. getcontext
+// returns once here (the context is entered only at fiber_main), so no
+// variable of the caller's loop is live across it.
+__attribute__((noinline)) inline void start_at_main(fiber *f) {
+    f->finished = false;
+    f->describe = nullptr;
+    getcontext(&f->ctx);
+    f->ctx.uc_stack.ss_sp = f->stack;
+    f->ctx.uc_stack.ss_size = FIBER_STACK;
+    f->ctx.uc_link = nullptr;
+    makecontext(&f->ctx, fiber_main, 0);
+}
+inline void run_fibers(size_t n) {
+    for (size_t i = 0; i < n; ++i) start_at_main(fibers[i].get());
+    for (size_t pass = 0, left = n; left > 0; ++pass) {
+        progressed = false;
+        for (size_t k = 0; k < n; ++k) {
+            fiber &f = *fibers[pass % 2 ? n - 1 - k : k];
+            if (f.finished) continue;
+            running = &f;
+            void *save = nullptr;
+            __sanitizer_start_switch_fiber(&save, f.stack, FIBER_STACK);
+            swapcontext(&scheduler_ctx, &f.ctx);
+            __sanitizer_finish_switch_fiber(save, nullptr, nullptr);
+            running = nullptr;
+            if (f.finished) --left;
+        }
+        if (left > 0 && !progressed) {
+            for (size_t k = 0; k < n; ++k) {
+                fiber &f = *fibers[k];
+                if (f.finished || !f.describe) continue;
+                restore_place(f);
+                fprintf(stderr, "DEADLOCK: block %u thread %u waits %s\n", f.block.x, f.thread.x,
+                        f.describe(f.describe_arg).c_str());
+            }
+            abort();
+        }
+    }
+    for (size_t i = 0; i < n; ++i) fibers[i]->body = nullptr;
+}
+} // namespace emu
+
 // Runs f (a kernel call) on the blocks of grid (x fastest, then y, then z)
 // of block threads, a cluster of `cluster` consecutive blocks at a time (all
-// of its threads together).
+// of its threads together, as fibers).
 template <class F> void emu_launch(dim3e grid3, unsigned block, F f, unsigned cluster = 1) {
     const unsigned grid = grid3.x * grid3.y * grid3.z;
     if (grid % cluster) { fprintf(stderr, "a grid of %u blocks in clusters of %u\n", grid, cluster); abort(); }
@@ -406,12 +536,13 @@ template <class F> void emu_launch(dim3e grid3, unsigned block, F f, unsigned cl
             cs.blocks.push_back(std::move(b));
         }
         cs.live = cluster * block;
-        std::vector<std::thread> th;
+        const size_t n = (size_t)cluster * block;
+        emu::make_fibers(n);
         for (unsigned r = 0; r < cluster; ++r)
             for (unsigned tx = 0; tx < block; ++tx)
-                th.emplace_back([=, &cs] {
-                    const unsigned n = c0 + r;
-                    blockIdx = {n % grid3.x, n / grid3.x % grid3.y, n / (grid3.x * grid3.y)};
+                emu::fibers[(size_t)r * block + tx]->body = [=, &cs] {
+                    const unsigned nb = c0 + r;
+                    blockIdx = {nb % grid3.x, nb / grid3.x % grid3.y, nb / (grid3.x * grid3.y)};
                     threadIdx = {tx, 0, 0};
                     emu::this_block = cs.blocks[r].get();
                     emu::this_cluster = &cs;
@@ -420,8 +551,8 @@ template <class F> void emu_launch(dim3e grid3, unsigned block, F f, unsigned cl
                     if (--emu::this_block->live == 0) memset(emu::this_block->smem, 0xff, EMU_SMEM);
                     cs.live--;
                     cs.release_if_all();
-                });
-        for (auto &x : th) x.join();
+                };
+        emu::run_fibers(n);
     }
 }
 template <class F> void emu_launch(unsigned grid, unsigned block, F f, unsigned cluster = 1) {

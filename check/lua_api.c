@@ -53,11 +53,15 @@ static const char *to_case(lua_State *L, int t, suite_case *c) {
     memset(c, 0, sizeof *c);
     if (!lua_istable(L, t)) return "a shape must be a table";
     lua_getfield(L, t, "problem");
-    const char *p = lua_isnil(L, -1) ? "softmax_dropout_bwd" : lua_tostring(L, -1);
-    c->shape.problem = p && !strcmp(p, "edit_attention_bwd") ? ATTNBWD_EDIT_ATTENTION_BWD
-                       : p && !strcmp(p, "softmax_dropout_bwd") ? ATTNBWD_SOFTMAX_DROPOUT_BWD : 0;
+    c->shape.problem = lua_isnil(L, -1) ? ATTNBWD_SOFTMAX_DROPOUT_BWD : check_problem_from_name(lua_tostring(L, -1));
     lua_pop(L, 1);
-    if (!c->shape.problem) return "shape.problem must be \"softmax_dropout_bwd\" or \"edit_attention_bwd\"";
+    if (!c->shape.problem) {
+        static _Thread_local char why[320];
+        char names[256];
+        check_problem_names(names, sizeof names);
+        snprintf(why, sizeof why, "shape.problem must be one of %s", names);
+        return why;
+    }
     lua_Integer b, h, T, d;
     if (!int_field(L, t, "batch", 0, &b) || !int_field(L, t, "heads", 0, &h) || !int_field(L, t, "seq_len", 0, &T))
         return "shape.batch, heads and seq_len must be integers";
@@ -354,4 +358,20 @@ int lua_api_run(lua_State *L, const char *chunkname, const char *text, size_t le
         return 1;
     }
     return 0;
+}
+
+attnbwd_status lua_api_main(lua_State *L, const char *module, int argc, char **argv, int *rc) {
+    attnbwd_status st = gen_require(L, module, "main");
+    if (st != ATTNBWD_OK) return st;
+    lua_createtable(L, argc, 0);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    st = gen_pcall(L, 1, 1);
+    if (st == ATTNBWD_OK) {
+        *rc = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    return st;
 }

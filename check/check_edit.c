@@ -1,6 +1,9 @@
 /* The GPU check and timing harness of problem 2, the edit-attention backward
  * (spec: docs/spec/edit_attention_bwd.md), over the CUDA runtime API. Reached
- * through check_case / check_time_case (check.c) or directly (check.h).
+ * through check_case / check_time_case (check.c) or directly (check_edit.h).
+ * It reads a kernel's plan (its launches and lanes, its graph's replays)
+ * through runtime/internal.h: it reruns the plan on one stream and times each
+ * kernel alone, which the public API does not offer.
  *
  * check: inputs drawn on the host by the reference's seeded drawer
  * (ref_edit_draw_inputs), the forward tensors made from them in fp32 by the
@@ -21,7 +24,7 @@
  * Prints nothing; everything comes back in check_result (and the per-output
  * figures of check_edit_case_ex) or the error message. Everything allocated is
  * freed on every path. */
-#include "check.h"
+#include "check_edit.h"
 #include "internal.h"
 #include "prng.h"
 
@@ -142,18 +145,11 @@ static attnbwd_status get_kernel(attnbwd_ctx *ctx, const suite_case *c, attnbwd_
 
 /* ---- host inputs: drawn, then the forward in fp32 ---- */
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* dropout_mask = (rand > p) for a p the drawer does not know (it draws 0.1 or 0). */
 static void redraw_dropout_mask(float *dm, size_t n, uint64_t seed, double p) {
     uint64_t x = seed ^ 0x6a09e667f3bcc909ull;
     for (size_t i = 0; i < n; i++)
-        dm[i] = (double)(splitmix64(&x) >> 11) * 0x1.0p-53 > p ? 1.0f : 0.0f;
+        dm[i] = (double)(prng_splitmix64(&x) >> 11) * 0x1.0p-53 > p ? 1.0f : 0.0f;
 }
 
 static attnbwd_status draw_host(const suite_case *c, uint64_t seed, unsigned flags, ref_edit_inputs *in,
@@ -573,9 +569,12 @@ static void summarise(const suite_case *c, const check_edit_output *o, check_res
 
 /* ---- entry points ---- */
 
-double check_floor_flops(const suite_case *c) {
-    if (!c || c->shape.problem != ATTNBWD_EDIT_ATTENTION_BWD)
-        return 0.0;
+double check_edit_floor_bytes(const suite_case *c) {
+    const double B = (double)c->shape.batch, T = (double)c->shape.seq_len;
+    return 2.0 * B * 16.0 * T * T * 4.0 + 64.0 * 1024.0 * 1024.0;
+}
+
+double check_edit_floor_flops(const suite_case *c) {
     const double B = (double)c->shape.batch, T = (double)c->shape.seq_len;
     /* multiply-adds: the four projection products, then the four attention ones */
     return 2.0 * (B * T * 8.0 * 1048576.0 + 4.0 * B * 16.0 * T * T * 64.0);
@@ -708,27 +707,6 @@ static attnbwd_status upload_timing_inputs(const suite_case *c, size_t ws_bytes,
     return st;
 }
 
-void check_round_order(int n, int round, uint64_t seed, int *order) {
-    for (int i = 0; i < n; i++)
-        order[i] = i;
-    if (seed) { /* Fisher-Yates, from a state of the seed and the pair */
-        uint64_t x = seed ^ (0x9e3779b97f4a7c15ull * (uint64_t)(round / 2 + 1)), st[4];
-        for (int i = 0; i < 4; i++)
-            st[i] = prng_splitmix64(&x);
-        for (int i = n - 1; i > 0; i--) {
-            const int j = (int)(prng_xoshiro256ss(st) % (uint64_t)(i + 1)), t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
-    }
-    if (round % 2)
-        for (int i = 0, j = n - 1; i < j; i++, j--) {
-            const int t = order[i];
-            order[i] = order[j];
-            order[j] = t;
-        }
-}
-
 attnbwd_status check_edit_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles,
                                      int iters, int reps, uint64_t seed, double *time_us) {
     if (!c || n <= 0 || n > CHECK_MAX_CHOICES || !tiles || !time_us || iters <= 0 || reps <= 0)
@@ -822,8 +800,8 @@ attnbwd_status check_edit_time_case(attnbwd_ctx *ctx, const suite_case *c, int i
         if (st != ATTNBWD_OK)
             goto cleanup;
     }
-    r->gbytes_per_s = r->median_us > 0 ? check_floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
-    tflops = r->median_us > 0 ? check_floor_flops(c) / (r->median_us * 1e-6) / 1e12 : 0.0;
+    r->gbytes_per_s = r->median_us > 0 ? check_edit_floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
+    tflops = r->median_us > 0 ? check_edit_floor_flops(c) / (r->median_us * 1e-6) / 1e12 : 0.0;
     r->pass = 1;
     snprintf(r->message, sizeof r->message,
              "median %.2f us over %d launches, %.1f GB/s of floor bytes, %.1f TFLOP/s of floor work", r->median_us,
@@ -834,3 +812,6 @@ cleanup:
         snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
     return st;
 }
+
+const check_problem check_edit_problem = {ATTNBWD_EDIT_ATTENTION_BWD, "edit_attention_bwd", check_edit_case,
+                                          check_edit_time_case, check_edit_floor_bytes, check_edit_floor_flops};

@@ -16,4 +16,9 @@ lua_State *lua_api_open(attnbwd_ctx *ctx);
  * 1 after printing the error and traceback to stderr. */
 int lua_api_run(lua_State *L, const char *chunkname, const char *text, size_t len, int argc, char **argv);
 
+/* Calls require(module).main({...}) with argv as its arguments under a
+ * traceback handler; *rc gets the integer it returns. A Lua error comes back
+ * as ATTNBWD_ERR_LUA with the traceback in attnbwd_last_error(). */
+attnbwd_status lua_api_main(lua_State *L, const char *module, int argc, char **argv, int *rc);
+
 #endif

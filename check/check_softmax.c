@@ -1,4 +1,6 @@
-/* The GPU check and timing harness (see check.h), over the CUDA runtime API.
+/* The GPU check and timing of problem 1, the masked softmax with dropout
+ * backward (spec: docs/spec/softmax_dropout_bwd.md), over the CUDA runtime
+ * API. Reached through check_case / check_time_case (check.c).
  *
  * Inputs are drawn row by row from a seeded counter-style PRNG: each row of
  * each tensor has its own generator, seeded from (seed, tensor, row). So rows
@@ -9,7 +11,7 @@
  * for cases of 2^31 elements (~30 GB of device memory).
  *
  * Prints nothing; everything comes back in check_result or the error message. */
-#include "check.h"
+#include "check_common.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -29,7 +31,6 @@
 #define CHUNK_ELEMS ((int64_t)1 << 26)     /* rows per transfer: ~256 MB of fp32 */
 #define FULL_COMPARE_MAX ((int64_t)1 << 28) /* above this, compare a sample of rows */
 #define SAMPLE_ROWS 4096                    /* spread rows, plus the first and the last */
-#define WARMUPS 10
 #define MAX_THREADS 128
 
 /* Streams of the PRNG, one per tensor, so drawing dropout_mask or not does
@@ -153,27 +154,8 @@ static void parallel_for(int64_t n, int64_t cost_per_item, range_fn fn, void *ar
             pthread_join(w[t].th, NULL);
 }
 
-int check_gpu_available(char *why, size_t why_len) {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e == cudaSuccess && n == 0)
-        e = cudaErrorNoDevice;
-    if (e == cudaSuccess)
-        e = cudaFree(0); /* a context can really be made (not busy, not exclusive elsewhere) */
-    if (e != cudaSuccess) {
-        if (why && why_len)
-            snprintf(why, why_len, "no usable CUDA device: %s (%s)", cudaGetErrorName(e), cudaGetErrorString(e));
-        return -1;
-    }
-    if (why && why_len)
-        why[0] = '\0';
-    return 0;
-}
-
-double check_floor_bytes(const suite_case *c) {
+static double floor_bytes(const suite_case *c) {
     const double B = (double)c->shape.batch, T = (double)c->shape.seq_len;
-    if (c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* probs + dropped probs + grad_edit_region_bias */
-        return 2.0 * B * 16.0 * T * T * 4.0 + 64.0 * 1024.0 * 1024.0;
     const double H = (double)c->shape.heads;
     return B * H * T * T * (12.0 + (c->p_dropout > 0.0 ? 1.0 : 0.0)) + B * T * T;
 }
@@ -470,27 +452,7 @@ cleanup:
 
 /* ---- entry points ---- */
 
-/* The harness allocates with the CUDA runtime: on the context's device. A
- * failure empties r and leaves the message in it. */
-static attnbwd_status use_ctx_device(attnbwd_ctx *ctx, check_result *r) {
-    attnbwd_ctx_info info;
-    if (!ctx || attnbwd_ctx_get_info(ctx, &info) != ATTNBWD_OK) return ATTNBWD_OK; /* reported by the caller */
-    cudaError_t e = cudaSetDevice(info.device);
-    if (e == cudaSuccess) return ATTNBWD_OK;
-    attnbwd_status st = cuda_err(e, "cudaSetDevice (the context's device)");
-    memset(r, 0, sizeof *r);
-    snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
-    return st;
-}
-
-attnbwd_status check_case(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r) {
-    if (!r)
-        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_case: null result");
-    attnbwd_status dev_st = use_ctx_device(ctx, r);
-    if (dev_st != ATTNBWD_OK)
-        return dev_st;
-    if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
-        return check_edit_case(ctx, c, seed, r);
+static attnbwd_status check_softmax(attnbwd_ctx *ctx, const suite_case *c, uint64_t seed, check_result *r) {
     memset(r, 0, sizeof *r);
     attnbwd_kernel *k = NULL;
     attnbwd_status st = prepare(ctx, c, &k);
@@ -522,68 +484,6 @@ cleanup:
     return st;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double check_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* The timing loop of every problem: a 2x-L2 buffer zeroed before each
- * launch (outside the events), WARMUPS launches, then the median of `iters`
- * device times between events around the launch alone. */
-attnbwd_status check_time_launches(check_launch_fn fn, void *user, int iters, double *median_us) {
-    attnbwd_status st = ATTNBWD_OK;
-    cudaStream_t s = NULL;
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    void *flush = NULL;
-    double *ms = malloc((size_t)iters * sizeof *ms);
-    int dev = 0, l2 = 0;
-    size_t flush_bytes = 0;
-    if (!ms) {
-        st = err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "check_time_launches: out of memory");
-        goto cleanup;
-    }
-    CUDA_TRY(cudaGetDevice(&dev), "cudaGetDevice");
-    CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev), "cudaDeviceGetAttribute(L2 size)");
-    flush_bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
-    CUDA_TRY(cudaMalloc(&flush, flush_bytes), "cudaMalloc of the L2 flush buffer");
-    CUDA_TRY(cudaStreamCreate(&s), "cudaStreamCreate");
-    CUDA_TRY(cudaEventCreate(&e0), "cudaEventCreate");
-    CUDA_TRY(cudaEventCreate(&e1), "cudaEventCreate");
-    for (int it = 0; it < WARMUPS + iters; it++) {
-        CUDA_TRY(cudaMemsetAsync(flush, 0, flush_bytes, s), "cudaMemsetAsync (L2 flush)");
-        CUDA_TRY(cudaEventRecord(e0, s), "cudaEventRecord");
-        st = fn(user, s);
-        if (st != ATTNBWD_OK)
-            goto cleanup;
-        CUDA_TRY(cudaEventRecord(e1, s), "cudaEventRecord");
-        CUDA_TRY(cudaEventSynchronize(e1), "the kernel (cudaEventSynchronize)");
-        if (it >= WARMUPS) {
-            float elapsed = 0.f;
-            CUDA_TRY(cudaEventElapsedTime(&elapsed, e0, e1), "cudaEventElapsedTime");
-            ms[it - WARMUPS] = elapsed;
-        }
-    }
-    CUDA_TRY(cudaGetLastError(), "the kernel (cudaGetLastError)");
-    *median_us = 1000.0 * check_median(ms, iters);
-cleanup:
-    if (s)
-        cudaStreamSynchronize(s); /* a failed iteration may leave work queued */
-    if (e0)
-        cudaEventDestroy(e0);
-    if (e1)
-        cudaEventDestroy(e1);
-    if (s)
-        cudaStreamDestroy(s);
-    cudaFree(flush);
-    free(ms);
-    return st;
-}
-
 typedef struct softmax_launch {
     attnbwd_kernel *k;
     const suite_case *c;
@@ -595,29 +495,8 @@ static attnbwd_status launch_softmax(void *user, void *s) {
     return launch(l->k, l->c, l->d, (cudaStream_t)s);
 }
 
-attnbwd_status check_time_case(attnbwd_ctx *ctx, const suite_case *c, int iters, check_result *r) {
-    return check_time_case_ex(ctx, c, iters, 1, r);
-}
-
-attnbwd_status check_time_tiles(attnbwd_ctx *ctx, const suite_case *c, int n, const char *const *tiles, int iters,
-                                int reps, uint64_t seed, double *time_us) {
-    check_result r;
-    attnbwd_status st = use_ctx_device(ctx, &r);
-    if (st != ATTNBWD_OK)
-        return st;
-    if (!c || c->shape.problem != ATTNBWD_EDIT_ATTENTION_BWD)
-        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_tiles: problem-2 cases only");
-    return check_edit_time_tiles(ctx, c, n, tiles, iters, reps, seed, time_us);
-}
-
-attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r) {
-    if (!r)
-        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: null result");
-    attnbwd_status dev_st = use_ctx_device(ctx, r);
-    if (dev_st != ATTNBWD_OK)
-        return dev_st;
-    if (c && c->shape.problem == ATTNBWD_EDIT_ATTENTION_BWD) /* problem 2: check_edit.c */
-        return check_edit_time_case(ctx, c, iters, alone, r);
+static attnbwd_status time_softmax(attnbwd_ctx *ctx, const suite_case *c, int iters, int alone, check_result *r) {
+    (void)alone; /* one kernel: no breakdown to leave out */
     memset(r, 0, sizeof *r);
     if (iters <= 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "check_time_case: iters = %d, want > 0", iters);
@@ -640,9 +519,12 @@ attnbwd_status check_time_case_ex(attnbwd_ctx *ctx, const suite_case *c, int ite
         snprintf(r->message, sizeof r->message, "%s", attnbwd_last_error());
         return st;
     }
-    r->gbytes_per_s = r->median_us > 0 ? check_floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
+    r->gbytes_per_s = r->median_us > 0 ? floor_bytes(c) / (r->median_us * 1e-6) / 1e9 : 0.0;
     r->pass = 1;
     snprintf(r->message, sizeof r->message, "median %.2f us over %d launches, %.1f GB/s of floor bytes",
              r->median_us, iters, r->gbytes_per_s);
     return ATTNBWD_OK;
 }
+
+const check_problem check_softmax_problem = {ATTNBWD_SOFTMAX_DROPOUT_BWD, "softmax_dropout_bwd", check_softmax,
+                                             time_softmax, floor_bytes, NULL};

@@ -1,4 +1,4 @@
-/* The CUDA runtime checks of the check harness (cli/check*.c): a failed call
+/* The CUDA runtime checks of the check harness (check/check*.c): a failed call
  * becomes a status with the call's purpose and CUDA's error name, and jumps
  * to the caller's `cleanup` label with `st` set. */
 #ifndef ATTNBWD_CHECK_CUDA_H
