@@ -26,12 +26,12 @@ end
 -- arguments (A's map, B's map, output, column sums), and whether it makes
 -- its A's column sums.
 local function tma_product(f, g, paired)
-  local p, t, wsp, bind = f.p, f.t, f.p.wsp, f.p.bind
+  local wsp, bind = f.p.wsp, f.p.bind
   local c, split = g.choice.config, f.apart(g)
   local sums = f.makes_sums(g, paired)
   local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                    RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
-                   A_TRUNC = t.gh_trunc == 1 and g.a == "ws:gqkv" and not g.ta,
+                   A_TRUNC = g.a == "ws:gqkv" and not g.ta, -- grad_hidden: A to the tensor cores as stored
                    B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n,
                    CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = f.adds_slices(g), CLUSTER_DIMS = "" }
   -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
