@@ -14,6 +14,11 @@
 #define PLAN_MAX_EVENTS 16
 #define PLAN_MAX_WAITS 4
 #define PLAN_MAX_ARGS 16 /* a launch's kernel arguments (the attention pass on wgmma takes 16) */
+/* The most dynamic shared memory a block may use after opting in on sm_90
+ * (the H100's and H200's): the scripts read it as attnbwd.max_shared_bytes
+ * (lua/edit_attention_limits.lua's smem_limit) and size their kernels to
+ * it; C only refuses a plan or a cache entry that asks for more. */
+#define GEN_MAX_SHARED_BYTES (227 * 1024)
 
 /* One kernel launch of a plan with several (problem 2): its function, its
  * launch shape, and its arguments by name ("in:grad_output", "ws:4096",

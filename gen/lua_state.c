@@ -155,6 +155,8 @@ static int open_attnbwd(lua_State *L) {
     luaL_newlib(L, attnbwd_lib);
     lua_pushstring(L, ATTNBWD_VERSION_STRING);
     lua_setfield(L, -2, "version");
+    lua_pushinteger(L, GEN_MAX_SHARED_BYTES);
+    lua_setfield(L, -2, "max_shared_bytes");
     return 1;
 }
 

@@ -142,8 +142,8 @@ static attnbwd_status read_launch(lua_State *L, int t, plan_launch *l) {
     int isnum = 1;
     lua_Integer sh = lua_isnil(L, -1) ? 0 : lua_tointegerx(L, -1, &isnum);
     lua_pop(L, 1);
-    if (!isnum || sh < 0 || sh > 227 * 1024)
-        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s has shared_bytes outside [0, 227 KiB]", l->name);
+    if (!isnum || sh < 0 || sh > GEN_MAX_SHARED_BYTES)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: launch %s has shared_bytes outside [0, %d]", l->name, GEN_MAX_SHARED_BYTES);
     l->shared_bytes = (unsigned)sh;
     lua_getfield(L, t, "args");
     int n = lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
@@ -275,8 +275,8 @@ static attnbwd_status read_plan(lua_State *L, int t, const char *arch, kernel_pl
     int isnum;
     lua_Integer sh = lua_tointegerx(L, -1, &isnum);
     lua_pop(L, 1);
-    if (!isnum || sh < 0 || sh > 227 * 1024)
-        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned shared_bytes outside [0, 227 KiB]");
+    if (!isnum || sh < 0 || sh > GEN_MAX_SHARED_BYTES)
+        return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned shared_bytes outside [0, %d]", GEN_MAX_SHARED_BYTES);
     p->shared_bytes = (unsigned)sh;
     lua_getfield(L, t, "align");
     lua_Integer al = lua_isnil(L, -1) ? 4 : lua_tointegerx(L, -1, &isnum);
@@ -315,7 +315,7 @@ static int dims_ok(const unsigned grid[3], const unsigned block[3]) {
 attnbwd_status gen_plan_check(kernel_plan *p, const char *arch) {
     if (!is_token(p->name) || !p->tiles || strpbrk(p->tiles, "\r\n"))
         return err_set(ATTNBWD_ERR_LUA, "Lua: plan() returned a name with white space or tiles of several lines");
-    if (!dims_ok(p->grid, p->block) || p->shared_bytes > 227 * 1024 ||
+    if (!dims_ok(p->grid, p->block) || p->shared_bytes > GEN_MAX_SHARED_BYTES ||
         (p->align != 4 && p->align != 8 && p->align != 16))
         return err_set(ATTNBWD_ERR_LUA, "Lua: plan() %s: grid, block, shared_bytes or align past the limits", p->name);
     size_t n = strlen(arch);
@@ -328,7 +328,7 @@ attnbwd_status gen_plan_check(kernel_plan *p, const char *arch) {
         return err_set(ATTNBWD_ERR_LUA, "Lua: plan() launches must be a list of 1 to %d", MAX_LAUNCHES);
     for (int i = 0; i < p->n_launches; ++i) {
         const plan_launch *l = &p->launches[i];
-        int ok = is_token(l->name) && dims_ok(l->grid, l->block) && l->shared_bytes <= 227 * 1024 &&
+        int ok = is_token(l->name) && dims_ok(l->grid, l->block) && l->shared_bytes <= GEN_MAX_SHARED_BYTES &&
                  l->n_args >= 0 && l->n_args <= PLAN_MAX_ARGS && l->lane >= 0 && l->lane < PLAN_MAX_LANES &&
                  l->signal >= -1 && l->signal < PLAN_MAX_EVENTS && l->n_waits >= 0 && l->n_waits <= PLAN_MAX_WAITS &&
                  (l->pdl == 0 || l->pdl == 1) && !(l->pdl && l->n_waits);

@@ -120,8 +120,7 @@ ATTNBWD_API void attnbwd_close(attnbwd_ctx *ctx);
 /* Matrix products of problem 2: fp32 accumulation always. */
 typedef enum attnbwd_precision {
     ATTNBWD_PRECISION_TF32 = 0, /* tensor cores on TF32 operands (default), rounded to nearest; on sm_90 the
-                                   A of grad_hidden_states (grad_qkv) is truncated by the tensor cores instead
-                                   (tile gh_trunc=1; gh_trunc=0 rounds it too) */
+                                   A of grad_hidden_states (grad_qkv) is truncated by the tensor cores instead */
     ATTNBWD_PRECISION_FP32 = 1, /* exact fp32 FMA, no tensor cores */
     ATTNBWD_PRECISION_FP16 = 2  /* tensor cores on fp16 operands */
 } attnbwd_precision;

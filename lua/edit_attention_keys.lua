@@ -97,9 +97,6 @@ M.KEYS = {
     doc = "gA TMA-fed where the model rates it faster than mma.sync, wherever tma=1, or wherever tma=1 as gA^T "
           .. "with grad_output read as it lies (no transpose of out_weight)",
     kernels = { "grad_attn_out", "transpose", "rowdot" }, explore = { 1, 2 } },
-  { name = "gh_trunc", values = { 0, 1 }, default = 1,
-    doc = "grad_hidden's TMA producer rounds its A (grad_qkv) to TF32, or the tensor cores truncate it",
-    kernels = { "grad_hidden" }, explore = {} },
   { name = "side_start", values = { 0, 1, 2 }, default = 0,
     doc = "the side lanes start with the call, once gA is done, or once gA's B is transposed (where it is)",
     kernels = {}, explore = { 1 } },
@@ -134,9 +131,6 @@ M.KEYS = {
     doc = "gQ's wgmma product with every thread copying, or TMA-fed and persistent, where tma=1, wg_gq=1 and gS "
           .. "is fp32", kernels = { "grad_query" }, limits = { "gQ shared memory" },
     explore = {} }, -- explore tries it with gs_round=1: M.EXTRA
-  { name = "ga_rowdot", values = { 0, 1 }, default = 1,
-    doc = "the row dots of the attention pass by a launch of their own after gA, or by gA's blocks where it is "
-          .. "TMA-fed and unsplit", kernels = { "grad_attn_out", "rowdot" }, explore = {} },
   { name = "att_wc", values = { 0, 1 }, default = function(shape) return shape.batch == 1 and 1 or 0 end, default_doc = "1 at B = 1",
     doc = "the edit-bias within/cross sums by the bias sums' launch, or (B = 1, gS in place) by the attention "
           .. "pass on wgmma, with no bias_grads launch",

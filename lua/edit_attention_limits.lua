@@ -2,6 +2,8 @@
 -- (lua/edit_attention.lua) and the plan (lua/edit_attention_plan.lua): the
 -- problem's fixed sizes, the shared memory an architecture allows and the
 -- attention pass asks for, and which instructions an architecture has.
+local attnbwd = require "attnbwd"
+
 local M = {}
 
 M.H, M.D, M.HID, M.QKV, M.POS = 16, 64, 1024, 3072, 1024
@@ -16,13 +18,14 @@ function M.ceil_div(a, b) return (a + b - 1) // b end
 function M.arch_number(arch) return tonumber((arch or "sm_90"):match("^sm_(%d+)")) end
 
 -- Shared memory one block may use (bytes) on an architecture, after opting in
--- past 48 KiB: what the kernels must fit. nil arch: the H100/H200's.
+-- past 48 KiB: what the kernels must fit. nil arch: the H100/H200's, which
+-- the library also holds every plan to (gen/gen.h's GEN_MAX_SHARED_BYTES).
 function M.smem_limit(arch)
   local n = M.arch_number(arch)
-  if not n then return 227 * 1024 end
+  if not n then return attnbwd.max_shared_bytes end
   if n == 86 or n == 89 or n == 120 then return 99 * 1024 end
   if n == 80 or n == 87 then return 163 * 1024 end
-  if n >= 90 then return 227 * 1024 end
+  if n >= 90 then return attnbwd.max_shared_bytes end
   return 48 * 1024
 end
 

@@ -212,7 +212,7 @@ static void read_launch(reader *r, plan_launch *l) {
     read_dims(r, "grid ", l->grid);
     read_dims(r, "block ", l->block);
     expect(r, "shared ");
-    l->shared_bytes = (unsigned)number(r, 0, 227 * 1024, "launch shared");
+    l->shared_bytes = (unsigned)number(r, 0, GEN_MAX_SHARED_BYTES, "launch shared");
     expect(r, "lane ");
     l->lane = (int)number(r, 0, PLAN_MAX_LANES - 1, "lane");
     expect(r, "signal ");
@@ -247,7 +247,7 @@ attnbwd_status manifest_plan(const char *manifest, size_t head_len, const char *
     read_dims(&r, "block ", p->block);
     end_line(&r, "block");
     expect(&r, "shared ");
-    p->shared_bytes = (unsigned)number(&r, 0, 227 * 1024, "shared");
+    p->shared_bytes = (unsigned)number(&r, 0, GEN_MAX_SHARED_BYTES, "shared");
     end_line(&r, "shared");
     expect(&r, "align ");
     p->align = (unsigned)number(&r, 4, 16, "align");

@@ -432,7 +432,7 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
 }
 } // namespace fw
 
-// The pass's parameters, the same in both organisations (lua/edit_attention_plan.lua
+// The pass's parameters, the same in both organisations (lua/edit_attention_pass.lua
 // binds them in this order): P and Pd by tensor maps (P_TMA) or as pointers.
 // An organisation's block is a device function of the same parameters
 // (FW_BLOCK_PARAMS: the tensor maps by reference, so that their addresses

@@ -8,10 +8,10 @@
 //   3  both in one launch, grid (blocks, 1): for each of the first PAIR_HEADS
 //      (b, h) its pairs of key blocks, then (NJ odd) its last key block in a
 //      rows block of its own; then every key block of the other heads in rows
-//      blocks, which are shorter and fill the last wave (lua/edit_attention_plan.lua
-//      chooses PAIR_HEADS). A head's last key block right after its pairs:
-//      all heads' last blocks at the end of the launch made the pass 7-14%
-//      slower than att_kb=2 at B=32,T=293 and T=773 (2026-12-05, an H100).
+//      blocks, which are shorter and fill the last wave (lua/edit_attention_pass_blocks.lua
+//      chooses PAIR_HEADS). A head's last key block comes right after its
+//      pairs, which keeps the pass as fast as att_kb=2 where all heads' last
+//      blocks at the end of the launch are not (docs/experiments.md).
 extern "C" __global__ void __launch_bounds__(256, 1)
 {{PREFIX}}_attention_wg(FW_PASS_PARAMS) {
     tc::pdl_enter();

@@ -4,14 +4,14 @@
 // (items x0, x0 + stride, ...; grid ceil(NI / ITEMS)), the next item's v, P,
 // rows and row sums asked for during the last step of the one before, so
 // that its start runs beside that step (the pass 1.6-3.7% faster where the
-// model takes several, on an H100: docs/benchmarks.md, 2026-12-06). The
+// model takes several, on an H100). The
 // warpgroups walk the query rows i together, 32 a step: each step's gA and q
 // rows come once for both (by the TMA into R, then rounded and transposed
 // into a step buffer, each warpgroup half of it), while each has its own v_j, P ring and barriers, and sums its
 // own gV and gK (in row order: deterministic). Against att_kb=1 each warp
 // stages half as much, and a block has twice the work for its prologue. A
 // warpgroup past the last key block only stages. (Three warpgroups, three key
-// blocks, fit in shared memory too, but were slower: docs/benchmarks.md.) gS
+// blocks, fit in shared memory too but are slower: docs/experiments.md.) gS
 // goes to gs [B, 16, GS_ROWS, GS_LD] (rows padded with zeros to GS_LD) for
 // the gQ product and the bias sums. The block is keys_block, called by the
 // kernel (attention_wg_kernel.cu) with its first item and the items' stride.

@@ -25,7 +25,7 @@
 // The block's tile is (bx, by) (BN columns, BM rows), its K slice `split`:
 // blockIdx's, or a position in a launch of two products (gemm_tma_pair_kernel.cu).
 //
-// A_TRUNC (A stored [M, K] only; gh_trunc=1): A goes to the tensor cores as
+// A_TRUNC (A stored [M, K] only; grad_hidden): A goes to the tensor cores as
 // stored, which truncate it to TF32: the producer only passes each stage on,
 // and shared memory carries no read-modify-write of A (2-5% off the whole
 // backward on its larger workloads, measured).
@@ -46,7 +46,7 @@
 // in memory nor a reduce launch after it, but the order of the slices' adds,
 // and so the last bits of C, vary from run to run.
 //
-// ROWDOT_T > 0 (gA, unsplit; tile ga_rowdot=1): the attention pass's row dots
+// ROWDOT_T > 0 (gA, TMA-fed and unsplit): the attention pass's row dots
 // D[b, h, i] = gA[b, i, h] . attention_output[b, i, h] (T = ROWDOT_T, M = B*T
 // rows, N = 1024 columns, 16 heads of 64) made from the block's accumulators,
 // so no rowdot launch reads gA back. The TMA warp brings the tile's

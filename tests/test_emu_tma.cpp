@@ -131,7 +131,7 @@ bool gemm_case() {
     return ok;
 }
 
-// gA with the attention pass's row dots (ROWDOT_T, tile ga_rowdot=1): C =
+// gA with the attention pass's row dots (ROWDOT_T, gA TMA-fed and unsplit): C =
 // A @ B^T over M = B*T rows and N = 1024 columns, and D[b, h, i] = C[b*T+i,
 // head h] . O[b*T+i, head h], O attention_output's stand-in: C against the
 // product, D bit for bit against tc::store_head_dot's order of summation (the

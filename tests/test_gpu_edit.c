@@ -12,8 +12,8 @@
  * written straight into grad_edit_region_bias at B = 1 (gs_direct), the
  * split products' K slices added by float atomics (splitk_red=1, 2), gQ's
  * k tiles further ahead (gq_stages), the row dots made by gA's TMA-fed
- * blocks (ga_rowdot, the default; with ga_tma=1 also 128x128 tiles, two
- * heads a tile, at odd T) and by their own launch (ga_rowdot=0), the side
+ * blocks (the default; with ga_tma=1 also 128x128 tiles, two heads a
+ * tile, at odd T) and by their own launch (tma=0), the side
  * lanes after gA's transposed B (side_start=2), the within/cross sums made by the
  * attention pass (att_wc=1), the edit-bias sums over the batch by gQ's
  * float reductions (gq_red=1, and 2 over batch row 0 stored by the pass),
@@ -226,13 +226,13 @@ int main(void) {
     add_run(runs, &n, tiled_run(1, 373, 0.1, 0, "gs_direct=1 gq_tma=1"));
     add_run(runs, &n, tiled_run(1, 1000, 0.1, 0, "gs_direct=1 gq_tma=1 gq_bn=128 gs_round=1"));
     add_run(runs, &n, tiled_run(1, 17, 0.1, MASK0, "gs_direct=1 gq_tma=1"));
-    /* The row dots from gA's accumulators (ga_rowdot=1, the default where gA is TMA-fed and unsplit): with
+    /* The row dots from gA's accumulators (the default where gA is TMA-fed and unsplit): with
      * ga_tma=1 on 128x128 tiles (two heads a tile, six stages) at T = 1000 and 200 (key zeros), on 128x256
-     * at T = 129; and by the rowdot launch (ga_rowdot=0) where the default would fuse them. */
+     * at T = 129; and by the rowdot launch after a gA not TMA-fed (tma=0) where the default would fuse them. */
     add_run(runs, &n, tiled_run(2, 1000, 0.1, 0, "ga_tma=1"));
     add_run(runs, &n, tiled_run(8, 200, 0.1, MASK0, "ga_tma=1"));
     add_run(runs, &n, tiled_run(16, 129, 0.25, MASK0, "ga_tma=1"));
-    add_run(runs, &n, tiled_run(4, 640, 0.1, 0, "ga_rowdot=0"));
+    add_run(runs, &n, tiled_run(4, 640, 0.1, 0, "tma=0"));
     /* The within/cross sums by the attention pass (att_wc=1, B = 1, gS in place): one key block a block at
      * T = 17 (key zeros) and 373 (the columns past its last key block zeroed by bias_zero_cols), two at
      * T = 1000 (key zeros; no columns past 1024) and 1024 (no rows past T either), two at T = 129 (the second

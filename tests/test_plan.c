@@ -316,7 +316,7 @@ typedef struct product_view {
     unsigned cluster;                /* a pair's launch: its clusters' size; 1: none */
     int pair, which, clustered;      /* clustered: its K slices added across their cluster (pair_dsm=1) */
     int red;                         /* its K slices added into its output by float atomics (splitk_red>=1) */
-    int rowdot;                      /* gA making the attention pass's row dots (ga_rowdot=1) */
+    int rowdot;                      /* gA making the attention pass's row dots */
 } product_view;
 
 static int ends_with(const char *s, const char *tail) {
@@ -858,7 +858,7 @@ static void edit_attention_plans(void **state) {
             if (tile(p.tiles, "pair") >= 1 && fused && tile(p.tiles, "wg") == 1 && tile(p.tiles, "tma") == 1)
                 assert_true(pairs == 1 || (pairs == 2 && tile(p.tiles, "pair_kv") == 1));
             /* The attention pass's row dots come from one launch before it: gA's reduce where gA's K is
-             * split, else gA itself (ga_rowdot=1, TMA-fed: its last argument) or a rowdot launch reading gA. */
+             * split, else gA itself (TMA-fed: its last argument) or a rowdot launch reading gA. */
             if (fused) {
                 int makers = 0, pass_at = -1;
                 for (int l = 0; l < p.n_launches; ++l) {
@@ -889,31 +889,27 @@ static void edit_attention_plans(void **state) {
     gen_close(g);
 }
 
-/* gh_trunc=1 (the heuristic's): grad_hidden's producer (A = grad_qkv, K =
- * 3072) skips its rounding pass, the tensor cores truncating A; no other
- * product does, and with gh_trunc=0 none. */
-static void gh_trunc_plans(void **state) {
+/* grad_hidden's producer (A = grad_qkv, K = 3072) skips its rounding pass,
+ * the tensor cores truncating A (A_TRUNC); no other product does. */
+static void grad_hidden_truncation_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
     const int64_t shapes[][2] = {{1, 373}, {32, 773}}; /* grad_hidden paired, and alone */
-    for (size_t i = 0; i < 2; ++i)
-        for (int mode = 0; mode <= 2; ++mode) { /* gh_trunc=0, =1, the heuristic's */
-            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
-            kernel_plan p;
-            const char *tiles = mode == 0 ? "gh_trunc=0" : mode == 1 ? "gh_trunc=1" : NULL;
-            const int trunc = mode > 0;
-            assert_int_equal(gen_plan(g, &s, "sm_90", tiles, &p), ATTNBWD_OK);
-            int products = 0, truncated = 0;
-            for (const char *at = strstr(p.source, "tc::gemm_tma<"); at; at = strstr(at + 1, "tc::gemm_tma<")) {
-                const int a_trunc = (int)template_arg(at, 10), hidden = !template_arg(at, 3) && template_arg(at, 2) == 3072;
-                assert_int_equal(a_trunc, trunc && hidden);
-                products++;
-                truncated += a_trunc;
-            }
-            assert_true(products >= 2);
-            assert_int_equal(truncated, trunc);
-            kernel_plan_free(&p);
+    for (size_t i = 0; i < 2; ++i) {
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, 0};
+        kernel_plan p;
+        assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+        int products = 0, truncated = 0;
+        for (const char *at = strstr(p.source, "tc::gemm_tma<"); at; at = strstr(at + 1, "tc::gemm_tma<")) {
+            const int a_trunc = (int)template_arg(at, 10), hidden = !template_arg(at, 3) && template_arg(at, 2) == 3072;
+            assert_int_equal(a_trunc, hidden);
+            products++;
+            truncated += a_trunc;
         }
+        assert_true(products >= 2);
+        assert_int_equal(truncated, 1);
+        kernel_plan_free(&p);
+    }
     gen_close(g);
 }
 
@@ -947,7 +943,7 @@ static void gs_half_plans(void **state) {
             assert_non_null(strstr(p.tiles, half ? "gs_half=1" : "gs_half=0"));
             const plan_launch *maker = launch_named(&p, "_rowdot");
             if (!maker) maker = launch_named(&p, "_grad_attn_out_reduce");
-            if (!maker) { /* gA makes them (ga_rowdot=1; not with gs_half, whose maker also makes |gA|^2) */
+            if (!maker) { /* gA makes them (not with gs_half, whose maker also makes |gA|^2) */
                 assert_false(half);
                 maker = launch_named(&p, "_grad_attn_out");
                 assert_true(maker->n_args == 6);
@@ -1095,12 +1091,12 @@ static void ga_tma2_plans(void **state) {
     gen_close(g);
 }
 
-/* ga_rowdot=1 (the heuristic's): where gA is TMA-fed and unsplit, its launch
- * makes the row dots (attention_output's map, 128-row boxes of 32 columns,
- * swizzled; the workspace's D, which the pass reads) and no rowdot launch
- * follows; with ga_rowdot=0 a rowdot launch writes the same D from gA. Where
- * gA is split (B=1,T=373) its reduce makes them either way. */
-static void ga_rowdot_plans(void **state) {
+/* Where gA is TMA-fed and unsplit (the heuristic's), its launch makes the
+ * row dots (attention_output's map, 128-row boxes of 32 columns, swizzled;
+ * the workspace's D, which the pass reads) and no rowdot launch follows;
+ * with tma=0 (gA on wgmma, not TMA-fed) a rowdot launch writes the same D
+ * from gA. Where gA is split (B=1,T=373) its reduce makes them either way. */
+static void ga_row_dots_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
     const int64_t shapes[][2] = {{64, 128}, {4, 640}, {16, 211}, {1, 373}};
@@ -1110,8 +1106,7 @@ static void ga_rowdot_plans(void **state) {
         char d[2][64];
         for (int fused = 0; fused <= 1; ++fused) {
             kernel_plan p;
-            assert_int_equal(gen_plan(g, &s, "sm_90", fused ? "" : "ga_rowdot=0", &p), ATTNBWD_OK);
-            assert_non_null(strstr(p.tiles, fused ? "ga_rowdot=1" : "ga_rowdot=0"));
+            assert_int_equal(gen_plan(g, &s, "sm_90", fused ? "" : "tma=0", &p), ATTNBWD_OK);
             const plan_launch *ga = launch_named(&p, "_grad_attn_out"), *pass = launch_named(&p, "_attention_wg");
             const plan_launch *rowdot = launch_named(&p, "_rowdot"), *reduce = launch_named(&p, "_grad_attn_out_reduce");
             assert_non_null(ga);
@@ -1135,7 +1130,7 @@ static void ga_rowdot_plans(void **state) {
                 assert_int_equal(template_arg(call, 16), T); /* ROWDOT_T */
             } else {
                 assert_non_null(rowdot);
-                assert_int_equal(ga->n_args, 5);
+                assert_int_equal(ga->n_args, 4); /* wgmma, not TMA-fed: A, B transposed, C, alpha */
                 assert_string_equal(rowdot->args[0], ga->args[2]); /* gA */
                 snprintf(d[fused], sizeof d[fused], "%s", rowdot->args[2]);
             }
@@ -1696,12 +1691,12 @@ int main(void) {
         cmocka_unit_test(candidates_are_valid),
         cmocka_unit_test(att_kb3_plans),
         cmocka_unit_test(edit_attention_plans),
-        cmocka_unit_test(gh_trunc_plans),
+        cmocka_unit_test(grad_hidden_truncation_plans),
         cmocka_unit_test(gs_half_plans),
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),
         cmocka_unit_test(ga_tma2_plans),
-        cmocka_unit_test(ga_rowdot_plans),
+        cmocka_unit_test(ga_row_dots_plans),
         cmocka_unit_test(side_start2_plans),
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(deterministic_plans),
