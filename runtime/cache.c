@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cache.h"
+#include "checksum.h"
 
 #define CACHE_MAGIC "ATBWDC\r\n"
 #define CACHE_FORMAT 1u
@@ -467,14 +468,6 @@ static int pread_all(int fd, void *buf, size_t n, off_t off) {
     return 0;
 }
 
-static uint64_t entry_checksum(const void *manifest, size_t mlen, const void *payload, size_t plen) {
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    XXH3_64bits_update(&st, manifest, mlen);
-    XXH3_64bits_update(&st, payload, plen);
-    return XXH3_64bits_digest(&st);
-}
-
 /* A damaged entry is moved aside (kept for a post-mortem) so the next put
  * rebuilds it. Only the file we read is moved: if another process renamed a
  * fresh entry onto the name meanwhile, that one is left alone. A shared
@@ -572,7 +565,7 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
         why = "short read";
         goto done;
     }
-    if (entry_checksum(stored, mlen, data, (size_t)plen) != get_u64(hdr + 24)) {
+    if (cache_checksum(stored, mlen, data, (size_t)plen) != get_u64(hdr + 24)) {
         why = "checksum mismatch";
         goto done;
     }
@@ -678,7 +671,7 @@ int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t m
     put_u32(hdr + 8, CACHE_FORMAT);
     put_u32(hdr + 12, (uint32_t)manifest_len);
     put_u64(hdr + 16, (uint64_t)payload_len);
-    put_u64(hdr + 24, entry_checksum(manifest, manifest_len, payload, payload_len));
+    put_u64(hdr + 24, cache_checksum(manifest, manifest_len, payload, payload_len));
 
     char suffix[80];
     snprintf(suffix, sizeof suffix, "-%ld-%lu", (long)getpid(),

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cache_tools.h"
+#include "checksum.h"
 #include "internal.h"
 #include "manifest.h"
 
@@ -71,11 +72,7 @@ static const char *check_header(const unsigned char *h, uint64_t size, uint32_t 
 static const char *check_body(const unsigned char *h, const char *manifest, size_t mlen, const unsigned char *payload,
                               size_t plen) {
     static const char first[] = "attnbwd-cache-manifest ";
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    XXH3_64bits_update(&st, manifest, mlen);
-    XXH3_64bits_update(&st, payload, plen);
-    if (XXH3_64bits_digest(&st) != get_u64(h + 24)) return "checksum mismatch";
+    if (cache_checksum(manifest, mlen, payload, plen) != get_u64(h + 24)) return "checksum mismatch";
     if (mlen < sizeof first || memcmp(manifest, first, sizeof first - 1) != 0) return "no manifest";
     char arch[32];
     cache_manifest_field(manifest, mlen, "arch", arch, sizeof arch);
