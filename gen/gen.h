@@ -22,7 +22,8 @@
 
 /* One kernel launch of a plan with several (problem 2): its function, its
  * launch shape, and its arguments by name ("in:grad_output", "ws:4096",
- * "f32:scale", "i64:24736"...; the problem's launch entry binds them). It
+ * "f32:scale", "i64:24736"...; the problem's launch entry parses them once,
+ * as the module loads, and binds the caller's values at each launch). It
  * runs on `lane` after the events in `waits` (each signalled by an earlier
  * launch), and records event `signal` (-1: none) when done. In plan order on
  * one stream every wait is met, so the launches may also run that way. */

@@ -233,6 +233,7 @@ static void kernel_free(attnbwd_kernel *k) {
     pthread_mutex_destroy(&k->launch_mu);
     kernel_plan_free(&k->plan);
     free(k->functions);
+    free(k->launch_args);
     free(k->override);
     free(k->cubin);
     free(k);
@@ -511,6 +512,7 @@ attnbwd_status kernel_ensure_loaded(attnbwd_kernel *k) {
         for (int i = 0; s == ATTNBWD_OK && i < p->n_launches; ++i)
             s = drv_module_function(&ctx->dev, k->module, p->launches[i].name, p->launches[i].shared_bytes,
                                     &k->functions[i]);
+        if (s == ATTNBWD_OK && p->n_launches && !k->launch_args) s = edit_attention_parse_args(k);
         if (s == ATTNBWD_OK) s = drv_module_function(&ctx->dev, k->module, p->name, p->shared_bytes, &fn);
         if (s == ATTNBWD_OK) s = create_lanes(k);
         if (s == ATTNBWD_OK) atomic_store_explicit(&k->function, fn, memory_order_release);

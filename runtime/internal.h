@@ -28,6 +28,8 @@ struct attnbwd_kernel {
     pthread_mutex_t load_mu;
     void *module;
     void **functions;        /* one per plan.launches entry (problem 2) */
+    struct launch_arg *launch_args; /* problem 2: plan.launches[i]'s arguments at [i * PLAN_MAX_ARGS],
+                                       parsed from their specs when the module loads */
     _Atomic(void *) function; /* the plan's own kernel; set last: "loaded" */
     /* A plan of several lanes: the library's streams (lane_streams[0] at the
      * greatest priority, for the chain every output waits on), the plan's
@@ -127,6 +129,11 @@ void graph_free(attnbwd_kernel *k);
  * `stream`, arguments unchecked (attnbwd_edit_attention_bwd checks them and
  * runs the plan on its lanes); the check harness times kernels one by one
  * with it, and compares the lanes' outputs with plan order's. */
+/* Parses every launch's argument specs of a problem-2 plan into
+ * k->launch_args, once, as the module loads: a launch then only reads the
+ * caller's values. ATTNBWD_ERR_LUA for a spec no launch can bind. */
+attnbwd_status edit_attention_parse_args(attnbwd_kernel *k);
+
 attnbwd_status edit_attention_launch_range(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, void *stream,
                                            int first, int count);
 

@@ -9,6 +9,8 @@
  * gS for its fp16 store, tile gs_half). The fused plan (the default) also
  * relies on attention_output = attention_probs_dropped @ value per head, for
  * rowsum(Pd * gPd) = gA . attention_output. */
+#include <errno.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@ size_t attnbwd_edit_attention_workspace(const attnbwd_kernel *k) {
  * and its elements (floats) as a function of B and T. */
 enum { UNUSED, READ, WRITTEN };
 typedef enum { N_NONE, N_BT, N_BT_HIDDEN, N_HEADS_D, N_PROBS, N_QKV_W, N_OUT_W, N_QKV, N_HIDDEN, N_EDIT, N_HEADS } extent;
+typedef struct launch_arg launch_arg;
 typedef struct named_ptr {
     const char *name;
     size_t offset;
@@ -87,6 +90,96 @@ static attnbwd_status check_memory(attnbwd_kernel *k, const attnbwd_edit_attenti
     return pointers_check(k->ctx, r, n, "args->", shape);
 }
 
+/* One argument of a launch as the plan spells it, parsed once (see
+ * lua/edit_attention_builder.lua): "in:NAME" / "out:NAME" a pointer of the
+ * args struct, "ws:BYTES" a workspace offset, "f32:scale", "f32:dropout_p",
+ * "f32:one", "i32:N", "i64:N", "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:PTR"
+ * a TMA tensor map over the matrix at PTR (an in:, out: or ws: spec),
+ * encoded at each launch since the pointer is the caller's. */
+typedef enum { ARG_FIELD, ARG_WORKSPACE, ARG_SCALE, ARG_DROPOUT_P, ARG_ONE, ARG_I32, ARG_I64, ARG_TMAP } arg_kind;
+struct launch_arg {
+    arg_kind kind;
+    arg_kind base;      /* ARG_TMAP: ARG_FIELD or ARG_WORKSPACE, at offset */
+    size_t offset;      /* ARG_FIELD: in the args struct; ARG_WORKSPACE: in the workspace */
+    int64_t value;      /* ARG_I32, ARG_I64 */
+    uint64_t rows, cols, ld;
+    unsigned box_rows, box_cols;
+    int swizzle;
+};
+
+/* A whole decimal integer in [lo, hi]. */
+static int parse_int(const char *text, long long lo, long long hi, long long *v) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(text, &end, 10);
+    if (end == text || *end || errno || x < lo || x > hi) return 0;
+    *v = x;
+    return 1;
+}
+
+/* "in:NAME", "out:NAME" or "ws:BYTES": a pointer's kind and offset. */
+static int parse_pointer(const char *spec, arg_kind *kind, size_t *offset) {
+    long long bytes;
+    if (!strncmp(spec, "in:", 3) || !strncmp(spec, "out:", 4)) {
+        const char *name = strchr(spec, ':') + 1;
+        for (size_t i = 0; i < N_POINTERS; ++i)
+            if (!strcmp(pointers[i].name, name)) {
+                *kind = ARG_FIELD;
+                *offset = pointers[i].offset;
+                return 1;
+            }
+    } else if (!strncmp(spec, "ws:", 3) && parse_int(spec + 3, 0, LLONG_MAX, &bytes)) {
+        *kind = ARG_WORKSPACE;
+        *offset = (size_t)bytes;
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_tensor_map(const char *spec, launch_arg *a) {
+    unsigned long long rows, cols, ld;
+    int used = 0;
+    if (sscanf(spec, "tmap:%llu:%llu:%llu:%u:%u:%d:%n", &rows, &cols, &ld, &a->box_rows, &a->box_cols, &a->swizzle,
+               &used) != 6 || !used)
+        return 0;
+    a->kind = ARG_TMAP;
+    a->rows = rows;
+    a->cols = cols;
+    a->ld = ld;
+    return parse_pointer(spec + used, &a->base, &a->offset);
+}
+
+static int parse_arg(const char *spec, launch_arg *a) {
+    long long v;
+    memset(a, 0, sizeof *a);
+    if (!strncmp(spec, "tmap:", 5)) return parse_tensor_map(spec, a);
+    if (parse_pointer(spec, &a->kind, &a->offset)) return 1;
+    if (!strcmp(spec, "f32:scale")) a->kind = ARG_SCALE;
+    else if (!strcmp(spec, "f32:dropout_p")) a->kind = ARG_DROPOUT_P;
+    else if (!strcmp(spec, "f32:one")) a->kind = ARG_ONE;
+    else if (!strncmp(spec, "i64:", 4) && parse_int(spec + 4, LLONG_MIN, LLONG_MAX, &v)) a->kind = ARG_I64;
+    else if (!strncmp(spec, "i32:", 4) && parse_int(spec + 4, INT32_MIN, INT32_MAX, &v)) a->kind = ARG_I32;
+    else return 0;
+    if (a->kind == ARG_I64 || a->kind == ARG_I32) a->value = v;
+    return 1;
+}
+
+attnbwd_status edit_attention_parse_args(attnbwd_kernel *k) {
+    const kernel_plan *p = &k->plan;
+    launch_arg *args = calloc((size_t)p->n_launches * PLAN_MAX_ARGS, sizeof *args);
+    if (!args) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int i = 0; i < p->n_launches; ++i)
+        for (int a = 0; a < p->launches[i].n_args && a < PLAN_MAX_ARGS; ++a)
+            if (!parse_arg(p->launches[i].args[a], &args[i * PLAN_MAX_ARGS + a])) {
+                free(args);
+                return err_set(ATTNBWD_ERR_LUA,
+                               "lua/edit_attention_plan.lua: launch %s has unknown or malformed argument '%s'",
+                               p->launches[i].name, p->launches[i].args[a]);
+            }
+    k->launch_args = args;
+    return ATTNBWD_OK;
+}
+
 /* One bound argument: storage for its value and the pointer cuLaunchKernel takes. */
 typedef union arg_value {
     void *ptr;
@@ -96,54 +189,28 @@ typedef union arg_value {
     _Alignas(64) unsigned char tensor_map[128];
 } arg_value;
 
-static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spec, const float *one, arg_value *v);
-
-/* "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:POINTER": a TMA tensor map over
- * the matrix at POINTER (any pointer spec), encoded for this launch. */
-static attnbwd_status bind_tensor_map(const attnbwd_edit_attention_args *a, const char *spec, arg_value *v) {
-    unsigned long long rows, cols, ld;
-    unsigned box_rows, box_cols;
-    int swizzle, used = 0;
-    if (sscanf(spec, "tmap:%llu:%llu:%llu:%u:%u:%d:%n", &rows, &cols, &ld, &box_rows, &box_cols, &swizzle, &used) != 6 ||
-        !used)
-        return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention_plan.lua: malformed tensor map argument '%s'", spec);
-    arg_value base;
-    attnbwd_status s = bind(a, spec + used, NULL, &base);
-    if (s != ATTNBWD_OK) return s;
-    s = drv_tensor_map_2d(v->tensor_map, base.ptr, rows, cols, ld, box_rows, box_cols, swizzle);
-    return s == ATTNBWD_OK ? s : err_wrap(s, "tensor map '%s'", spec);
+static void *pointer_of(const attnbwd_edit_attention_args *args, arg_kind kind, size_t offset) {
+    if (kind == ARG_WORKSPACE) return (char *)args->workspace + offset;
+    void *v;
+    memcpy(&v, (const char *)args + offset, sizeof v);
+    return v;
 }
 
-static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spec, const float *one, arg_value *v) {
-    if (!strncmp(spec, "tmap:", 5)) {
-        return bind_tensor_map(a, spec, v);
-    } else if (!strncmp(spec, "in:", 3) || !strncmp(spec, "out:", 4)) {
-        const char *name = strchr(spec, ':') + 1;
-        for (size_t i = 0; i < N_POINTERS; ++i)
-            if (!strcmp(pointers[i].name, name)) {
-                v->ptr = field(a, &pointers[i]);
-                return ATTNBWD_OK;
-            }
-    } else if (!strncmp(spec, "ws:", 3)) {
-        v->ptr = (char *)a->workspace + strtoull(spec + 3, NULL, 10);
-        return ATTNBWD_OK;
-    } else if (!strcmp(spec, "f32:scale")) {
-        v->f32 = a->scale;
-        return ATTNBWD_OK;
-    } else if (!strcmp(spec, "f32:dropout_p")) {
-        v->f32 = a->dropout_p;
-        return ATTNBWD_OK;
-    } else if (!strcmp(spec, "f32:one") && one) {
-        v->f32 = *one;
-        return ATTNBWD_OK;
-    } else if (!strncmp(spec, "i64:", 4)) {
-        v->i64 = strtoll(spec + 4, NULL, 10);
-        return ATTNBWD_OK;
-    } else if (!strncmp(spec, "i32:", 4)) {
-        v->i32 = (int32_t)strtol(spec + 4, NULL, 10);
-        return ATTNBWD_OK;
+static attnbwd_status bind(const attnbwd_edit_attention_args *args, const launch_arg *a, arg_value *v) {
+    static const float one = 1.0f;
+    switch (a->kind) {
+    case ARG_FIELD:
+    case ARG_WORKSPACE: v->ptr = pointer_of(args, a->kind, a->offset); break;
+    case ARG_SCALE: v->f32 = args->scale; break;
+    case ARG_DROPOUT_P: v->f32 = args->dropout_p; break;
+    case ARG_ONE: v->f32 = one; break;
+    case ARG_I32: v->i32 = (int32_t)a->value; break;
+    case ARG_I64: v->i64 = a->value; break;
+    case ARG_TMAP:
+        return drv_tensor_map_2d(v->tensor_map, pointer_of(args, a->base, a->offset), a->rows, a->cols, a->ld,
+                                 a->box_rows, a->box_cols, a->swizzle);
     }
-    return err_set(ATTNBWD_ERR_LUA, "lua/edit_attention_plan.lua: unknown kernel argument '%s'", spec);
+    return ATTNBWD_OK;
 }
 
 /* One launch of the plan on `stream`, its arguments bound; programmatic: it
@@ -152,12 +219,13 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *a, const char *spe
 static attnbwd_status launch_one(attnbwd_kernel *k, const attnbwd_edit_attention_args *args, int i, void *stream,
                                  int programmatic) {
     const plan_launch *l = &k->plan.launches[i];
-    const float one = 1.0f;
+    const launch_arg *specs = &k->launch_args[i * PLAN_MAX_ARGS];
     arg_value values[PLAN_MAX_ARGS];
     void *argv[PLAN_MAX_ARGS + 1] = {0}; /* NULL after the last: a kernel taking more would find it (tests/fake_cuda does) */
     attnbwd_status s;
     for (int a = 0; a < l->n_args && a < PLAN_MAX_ARGS; ++a) {
-        if ((s = bind(args, l->args[a], &one, &values[a])) != ATTNBWD_OK) return s;
+        if ((s = bind(args, &specs[a], &values[a])) != ATTNBWD_OK)
+            return err_wrap(s, "%s: tensor map '%s'", l->name, l->args[a]);
         argv[a] = &values[a];
     }
     s = drv_launch(&k->ctx->dev, k->functions[i], l->grid, l->block, l->shared_bytes, stream, argv, programmatic);

@@ -366,6 +366,41 @@ static void failed_launch_mid_plan(void **state) {
     attnbwd_close(ctx);
 }
 
+/* A launch's argument specs are parsed once, as the module loads: a spec
+ * with anything past its number, a negative workspace offset, an empty
+ * number, a tensor map over a scalar or an unknown name is refused naming
+ * the launch and the spec, before anything is launched; once loaded, the
+ * launches read the parsed arguments, not the specs' text. */
+static void malformed_arguments_refused_at_load(void **state) {
+    (void)state;
+    const char *bad[] = {"i32:12x", "i64:", "ws:-4", "i32:4294967296", "tmap:8:8:8:8:8:0:f32:scale",
+                         "in:no_such_field", "f32:zero"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        attnbwd_ctx *ctx = open_ctx();
+        attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+        attnbwd_edit_attention_args a = edit_args(k);
+        plan_launch *l = &k->plan.launches[k->plan.n_launches - 1];
+        assert_true(l->n_args > 0);
+        free(l->args[0]);
+        l->args[0] = strdup(bad[i]);
+        fake_reset();
+        EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_LUA, bad[i]);
+        assert_non_null(strstr(attnbwd_last_error(), l->name));
+        assert_int_equal(fake_count("launches"), 0);
+        attnbwd_close(ctx);
+    }
+    attnbwd_ctx *ctx = open_ctx();
+    attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
+    attnbwd_edit_attention_args a = edit_args(k);
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    for (int i = 0; i < k->plan.n_launches; ++i)
+        for (int j = 0; j < k->plan.launches[i].n_args; ++j) k->plan.launches[i].args[j][0] = '?';
+    fake_reset();
+    assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
+    expect_plan_launched(k, 1);
+    attnbwd_close(ctx);
+}
+
 /* A graph the driver will not make: one warning, and the kernel's calls go
  * on launching directly. A module that fails to load: an error naming the
  * kernel, and the next call loads it. */
@@ -660,6 +695,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(callers_capture_takes_the_launches),
         cmocka_unit_test(threads_share_kernels),
         cmocka_unit_test(failed_launch_mid_plan),
+        cmocka_unit_test(malformed_arguments_refused_at_load),
         cmocka_unit_test(driver_failures_are_reported),
         cmocka_unit_test(default_device_is_the_current_one),
         cmocka_unit_test(edit_pointers_checked),
