@@ -22,6 +22,11 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+# The kernels read their tensors as dense rows, so torch.compile must hand the ops tensors with exactly the
+# strides they had when traced (contiguous), not the padded strides Inductor may give the buffers it allocates
+# (under its default, needs_fixed_stride_order, a mask made contiguous came with rows padded from 33 to 36).
+_EXACT = tuple(getattr(torch.Tag, n) for n in ("needs_exact_strides",) if hasattr(torch.Tag, n))
+
 from . import binding as b
 from .core import PRECISIONS, Context, edit_attention_shape, softmax_dropout_shape
 
@@ -79,8 +84,9 @@ def _stream(device):
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def _check(name, t, shape, dtype=torch.float32, device=None):
-    """ValueError naming the tensor unless it is a contiguous `dtype` tensor of `shape` on CUDA `device`."""
+def _check(name, t, shape, dtype=torch.float32, device=None, contiguous=True):
+    """ValueError naming the tensor unless it is a `dtype` tensor of `shape` on CUDA `device`, contiguous where
+    a kernel reads it."""
     if not isinstance(t, Tensor):
         raise ValueError(f"{name}: expected a tensor, got {type(t).__name__}")
     if t.dtype != dtype:
@@ -91,7 +97,7 @@ def _check(name, t, shape, dtype=torch.float32, device=None):
         raise ValueError(f"{name}: on {t.device}, the other tensors on {device}")
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name}: shape {tuple(t.shape)}, expected {tuple(shape)}")
-    if not t.is_contiguous():
+    if contiguous and not t.is_contiguous():
         raise ValueError(f"{name}: not contiguous (strides {t.stride()}); pass t.contiguous()")
 
 
@@ -120,7 +126,7 @@ def _check_softmax_bwd(grad_output, p_attn, mask, dropout_mask, p):
     return B, H, T
 
 
-@torch.library.custom_op("attnbwd::softmax_dropout_bwd", mutates_args=())
+@torch.library.custom_op("attnbwd::softmax_dropout_bwd", mutates_args=(), tags=_EXACT)
 def softmax_dropout_bwd(grad_output: Tensor, p_attn: Tensor, mask: Tensor, dropout_mask: Optional[Tensor],
                         p: float) -> Tensor:
     """Problem 1's backward (spec softmax_dropout_bwd.md): grad_output, p_attn fp32 [B,H,T,T], mask bool
@@ -144,12 +150,13 @@ def _check_softmax_fwd(scores, mask, p):
     if scores.dim() != 4 or scores.shape[2] != scores.shape[3]:
         raise ValueError(f"scores: shape {tuple(scores.shape)}, expected [B, H, T, T]")
     B, H, T, _ = scores.shape
-    _check("scores", scores, (B, H, T, T))
-    _check("mask", mask, (B, 1, T, T), torch.bool, scores.device)
+    # The forward is PyTorch's: any strides; the backward gets what it reads made contiguous.
+    _check("scores", scores, (B, H, T, T), contiguous=False)
+    _check("mask", mask, (B, 1, T, T), torch.bool, scores.device, contiguous=False)
     _check_p(p)
 
 
-@torch.library.custom_op("attnbwd::masked_softmax_dropout", mutates_args=())
+@torch.library.custom_op("attnbwd::masked_softmax_dropout", mutates_args=(), tags=_EXACT)
 def _masked_softmax_dropout(scores: Tensor, mask: Tensor, p: float) -> Tuple[Tensor, Tensor, Tensor]:
     """(output, p_attn, dropout_mask): p_attn = softmax(scores, masked positions filled with MASK_FILL), output =
     p_attn * dropout_mask / (1-p). With p == 0 output is p_attn and the other two are empty."""
@@ -178,7 +185,8 @@ def _softmax_setup(ctx, inputs, output):
 
 def _softmax_backward(ctx, grad_out, _grad_p_attn, _grad_keep):
     p_attn, mask, keep = ctx.saved_tensors
-    grad = softmax_dropout_bwd(grad_out.contiguous(), p_attn, mask, keep if ctx.p > 0 else None, ctx.p)
+    grad = softmax_dropout_bwd(grad_out.contiguous(), p_attn.contiguous(), mask.contiguous(),
+                               keep.contiguous() if ctx.p > 0 else None, ctx.p)
     return grad, None, None
 
 
@@ -243,7 +251,7 @@ def _edit_grads_like(hidden_states):
             new(HEADS, POSITIONS, POSITIONS), new(HEADS), new(HEADS))
 
 
-@torch.library.custom_op("attnbwd::edit_attention_bwd", mutates_args=())
+@torch.library.custom_op("attnbwd::edit_attention_bwd", mutates_args=(), tags=_EXACT)
 def edit_attention_bwd(grad_output: Tensor, hidden_states: Tensor, edit_region_mask: Tensor, qkv_weight: Tensor,
                        out_weight: Tensor, attention_mask: Tensor, query: Tensor, key: Tensor, value: Tensor,
                        attention_probs: Tensor, attention_probs_dropped: Tensor, attention_output: Tensor,
@@ -298,7 +306,7 @@ def _check_edit_fwd(hidden_states, edit_region_mask, attention_mask, qkv_weight,
     return B, T
 
 
-@torch.library.custom_op("attnbwd::edit_attention", mutates_args=())
+@torch.library.custom_op("attnbwd::edit_attention", mutates_args=(), tags=_EXACT)
 def _edit_attention(hidden_states: Tensor, edit_region_mask: Tensor, attention_mask: Tensor, qkv_weight: Tensor,
                     qkv_bias: Tensor, out_weight: Tensor, out_bias: Tensor, edit_region_bias: Tensor,
                     within_edit_bias: Tensor, cross_edit_bias: Tensor, scale: float, p: float, precision: str
