@@ -454,8 +454,7 @@ void cache_key(const char *manifest, size_t len, char key_hex[CACHE_KEY_HEX + 1]
 
 /* ---- reading ------------------------------------------------------------- */
 
-/* Reads exactly n bytes at off; 0 on success, -1 on error or early EOF. */
-static int pread_all(int fd, void *buf, size_t n, off_t off) {
+int cache_pread_all(int fd, void *buf, size_t n, off_t off) {
     unsigned char *p = buf;
     while (n > 0) {
         ssize_t r = pread(fd, p, n, off);
@@ -551,7 +550,7 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
         why = "shorter than its header";
         goto done;
     }
-    if (pread_all(fd, hdr, HEADER_LEN, 0) != 0) {
+    if (cache_pread_all(fd, hdr, HEADER_LEN, 0) != 0) {
         why = "header unreadable";
         goto done;
     }
@@ -560,8 +559,8 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
     stored = malloc((size_t)mlen + 1);
     data = malloc((size_t)plen + 1);
     if (!stored || !data) goto done; /* out of memory: a plain miss */
-    if (pread_all(fd, stored, mlen, HEADER_LEN) != 0 ||
-        pread_all(fd, data, (size_t)plen, (off_t)(HEADER_LEN + (uint64_t)mlen)) != 0) {
+    if (cache_pread_all(fd, stored, mlen, HEADER_LEN) != 0 ||
+        cache_pread_all(fd, data, (size_t)plen, (off_t)(HEADER_LEN + (uint64_t)mlen)) != 0) {
         why = "short read";
         goto done;
     }

@@ -37,6 +37,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "log.h"
@@ -80,6 +81,9 @@ void cache_close(disk_cache *c);
 
 /* key_hex receives CACHE_KEY_HEX hex digits and a NUL. */
 void cache_key(const char *manifest, size_t len, char key_hex[CACHE_KEY_HEX + 1]);
+
+/* Reads exactly n bytes at off, retrying short reads; 0 on success, -1 on error or early EOF. */
+int cache_pread_all(int fd, void *buf, size_t n, off_t off);
 
 /* 1 and a malloc'd payload on a valid hit whose manifest matches; 0 on a miss
  * (a bad entry is moved aside, logged and counts as a miss). Never fails. */

@@ -111,19 +111,6 @@ const char *cache_entry_check(const char *key, const unsigned char *buf, uint64_
     return why ? why : check_key(key, *manifest, mlen, why_buf, CACHE_PROBLEM_LEN);
 }
 
-static int pread_all(int fd, void *buf, size_t n, off_t off) {
-    unsigned char *p = buf;
-    while (n > 0) {
-        ssize_t r = pread(fd, p, n, off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return -1;
-        p += r;
-        n -= (size_t)r;
-        off += r;
-    }
-    return 0;
-}
-
 /* Opens <dir>/<name> for reading without following a link or blocking;
  * fd or -1 with errno (ELOOP for a link, EINVAL for a non-regular file). */
 static int open_ours(const char *dir, const char *name, struct stat *st) {
@@ -162,11 +149,11 @@ int cache_entry_file_read(const disk_cache *c, const char *key, int whole, cache
     unsigned char h[CACHE_FILE_HEADER_LEN];
     uint32_t mlen = 0;
     uint64_t plen = 0;
-    const char *why = pread_all(fd, h, sizeof h, 0) != 0 ? "shorter than its header"
+    const char *why = cache_pread_all(fd, h, sizeof h, 0) != 0 ? "shorter than its header"
                                                          : check_header(h, e->bytes, &mlen, &plen);
     const uint64_t want = CACHE_FILE_HEADER_LEN + (uint64_t)mlen + (whole ? plen : 0);
     if (!why && !(e->data = malloc((size_t)want + 1))) why = "out of memory";
-    if (!why && pread_all(fd, e->data, (size_t)want, 0) != 0) why = "short read";
+    if (!why && cache_pread_all(fd, e->data, (size_t)want, 0) != 0) why = "short read";
     close(fd);
     char key_problem[CACHE_PROBLEM_LEN];
     if (!why) {
