@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "test_util.h"
 #include "attnbwd.h"
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -49,37 +50,11 @@ static void capture(int level, const char *line, void *user) {
     if (getenv("TEST_VERBOSE")) fprintf(stderr, "  [warn] %s\n", line);
 }
 
-static char *make_tmpdir(void) {
-    char tmpl[] = "/tmp/attnbwd-test-trust-XXXXXX";
-    char *d = mkdtemp(tmpl);
-    assert_non_null(d);
-    return strdup(d);
-}
-
 static char *join(const char *a, const char *b) {
     size_t n = strlen(a) + strlen(b) + 2;
     char *p = malloc(n);
     snprintf(p, n, "%s/%s", a, b);
     return p;
-}
-
-static void rm_rf(const char *path) {
-    struct stat st;
-    if (lstat(path, &st) != 0) return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            char *p = join(path, e->d_name);
-            rm_rf(p);
-            free(p);
-        }
-        if (d) closedir(d);
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
 }
 
 static void write_text(const char *path, const char *text) {
@@ -224,7 +199,7 @@ static int run_tool(const char *const *args, const char *const *env, char *out, 
  * driver sees it (moved aside, reported), and the kernel is compiled. */
 static void test_planted_entry(void **state) {
     (void)state;
-    char *dir = make_tmpdir();
+    char *dir = test_tmpdir();
     captured cap = {0};
     attnbwd_ctx *ctx = open_ctx("sm_90", dir, 1, &cap);
     assert_int_equal(build(ctx, &SMALL), ATTNBWD_FROM_COMPILE);
@@ -249,7 +224,7 @@ static void test_planted_entry(void **state) {
     attnbwd_close(ctx);
 
     /* sm_90's cubin planted in sm_80's entry. */
-    char *sm80_dir = make_tmpdir(); /* the sm_80 entry alone, to find it */
+    char *sm80_dir = test_tmpdir(); /* the sm_80 entry alone, to find it */
     ctx = open_ctx("sm_80", sm80_dir, 1, &cap);
     assert_int_equal(build(ctx, &SMALL), ATTNBWD_FROM_COMPILE);
     attnbwd_close(ctx);
@@ -265,8 +240,8 @@ static void test_planted_entry(void **state) {
     free(sm80_entry);
     free(sm90_cubin);
     free(entry);
-    rm_rf(sm80_dir);
-    rm_rf(dir);
+    test_rmtree(sm80_dir);
+    test_rmtree(dir);
     free(sm80_dir);
     free(dir);
 }
@@ -290,7 +265,7 @@ static void assert_table_rejected(const char *dir, const char *want) {
 
 static void test_tuning_table(void **state) {
     (void)state;
-    char *dir = make_tmpdir();
+    char *dir = test_tmpdir();
     char *table = join(dir, "tuning.lua");
     char *model = getenv("ATTNBWD_GPU_MODEL") ? strdup(getenv("ATTNBWD_GPU_MODEL")) : NULL;
     /* No GPU model until the sound table's: a name that matches no model is a warning of its own. */
@@ -382,7 +357,7 @@ static void test_tuning_table(void **state) {
     free(model);
     free(want_tiles);
     free(table);
-    rm_rf(dir);
+    test_rmtree(dir);
     free(dir);
 }
 
@@ -390,7 +365,7 @@ static void test_tuning_table(void **state) {
 
 static void test_cache_modes(void **state) {
     (void)state;
-    char *dir = make_tmpdir();
+    char *dir = test_tmpdir();
     captured cap = {0};
     attnbwd_ctx *ctx = open_ctx("sm_90", dir, 1, &cap);
     assert_int_equal(build(ctx, &SMALL), ATTNBWD_FROM_COMPILE);
@@ -450,7 +425,7 @@ static void test_cache_modes(void **state) {
     o.disk_cache = 3;
     assert_int_equal(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(attnbwd_last_error(), "options.disk_cache = 3"));
-    rm_rf(dir);
+    test_rmtree(dir);
     free(dir);
 }
 
@@ -458,7 +433,7 @@ static void test_cache_modes(void **state) {
 
 static void test_dump_no_symlink(void **state) {
     (void)state;
-    char *dump = make_tmpdir();
+    char *dump = test_tmpdir();
     setenv("ATTNBWD_DUMP_DIR", dump, 1);
     captured cap = {0};
     attnbwd_ctx *ctx = open_ctx("sm_90", NULL, 0, &cap);
@@ -483,7 +458,7 @@ static void test_dump_no_symlink(void **state) {
     assert_true(st.st_size > 100);
     free(dumped);
     free(victim);
-    rm_rf(dump);
+    test_rmtree(dump);
     free(dump);
 }
 
@@ -491,7 +466,7 @@ static void test_dump_no_symlink(void **state) {
  * would kill the process), one warning, and the kernel works from memory. */
 static void test_file_size_limit(void **state) {
     (void)state;
-    char *dir = make_tmpdir();
+    char *dir = test_tmpdir();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -518,7 +493,7 @@ static void test_file_size_limit(void **state) {
     assert_int_equal(attnbwd_ctx_get_info(ctx, &in), ATTNBWD_OK);
     assert_int_equal(in.cache_entries, 0); /* nothing half-written */
     attnbwd_close(ctx);
-    rm_rf(dir);
+    test_rmtree(dir);
     free(dir);
 }
 
