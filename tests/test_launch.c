@@ -9,7 +9,6 @@
  * host memory, an output sharing memory with another argument, each refused
  * by name before anything is launched, and asked about once for a set of
  * pointers. */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,46 +23,11 @@
 #include "suite.h"
 #include "test_util.h"
 
-static fake_cuda_alloc_fn fake_alloc;
-static fake_cuda_count_fn fake_count;
-static fake_cuda_launch_fn fake_launch_at;
-static fake_cuda_reset_fn fake_reset;
-static fake_cuda_set_fn fake_set;
-static fake_cuda_fail_fn fake_fail;
-/* The fake's own entry points (CUresult is an int). */
-static int (*fake_begin_capture)(void *, int);
-static int (*fake_end_capture)(void *, void **);
-static int (*fake_stream_create)(void **, unsigned, int);
-static int (*fake_primary_retain)(void **, int);
-static int (*fake_push)(void *);
-static int (*fake_pop)(void **);
+static fake_cuda_hooks fake;
 
 static int find_fake(void **state) {
     (void)state;
-    const char *lib = getenv("ATTNBWD_LIBCUDA");
-    void *h = lib && *lib ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;
-    if (!h) {
-        fprintf(stderr, "ATTNBWD_LIBCUDA (%s) should name tests/fake_cuda's library: %s\n", lib ? lib : "unset",
-                dlerror());
-        return -1;
-    }
-    *(void **)&fake_alloc = dlsym(h, "fake_cuda_alloc");
-    *(void **)&fake_count = dlsym(h, "fake_cuda_count");
-    *(void **)&fake_launch_at = dlsym(h, "fake_cuda_launch");
-    *(void **)&fake_reset = dlsym(h, "fake_cuda_reset");
-    *(void **)&fake_set = dlsym(h, "fake_cuda_set");
-    *(void **)&fake_fail = dlsym(h, "fake_cuda_fail");
-    *(void **)&fake_begin_capture = dlsym(h, "cuStreamBeginCapture_v2");
-    *(void **)&fake_end_capture = dlsym(h, "cuStreamEndCapture");
-    *(void **)&fake_stream_create = dlsym(h, "cuStreamCreateWithPriority");
-    *(void **)&fake_primary_retain = dlsym(h, "cuDevicePrimaryCtxRetain");
-    *(void **)&fake_push = dlsym(h, "cuCtxPushCurrent_v2");
-    *(void **)&fake_pop = dlsym(h, "cuCtxPopCurrent_v2");
-    if (!fake_alloc || !fake_count || !fake_launch_at || !fake_reset || !fake_set || !fake_fail) {
-        fprintf(stderr, "%s is not tests/fake_cuda's library\n", lib);
-        return -1;
-    }
-    return 0;
+    return fake_cuda_hooks_open(&fake);
 }
 
 /* A context on the fake's device 0 (an "H200", sm_90), its kernels in the
@@ -92,7 +56,7 @@ static attnbwd_kernel *edit_kernel(attnbwd_ctx *ctx, int64_t B, int64_t T, const
     return k;
 }
 
-static float *dev_floats(size_t n) { return fake_alloc(4 * n, FAKE_MEM_DEVICE, 0, 0); }
+static float *dev_floats(size_t n) { return fake.alloc(4 * n, FAKE_MEM_DEVICE, 0, 0); }
 
 /* Every buffer of the spec on device 0, exactly its size. */
 static attnbwd_edit_attention_args edit_args(const attnbwd_kernel *k) {
@@ -121,7 +85,7 @@ static attnbwd_edit_attention_args edit_args(const attnbwd_kernel *k) {
     a.grad_within_edit_bias = dev_floats(16);
     a.grad_cross_edit_bias = dev_floats(16);
     a.workspace_bytes = attnbwd_edit_attention_workspace(k);
-    a.workspace = fake_alloc(a.workspace_bytes, FAKE_MEM_DEVICE, 0, 0);
+    a.workspace = fake.alloc(a.workspace_bytes, FAKE_MEM_DEVICE, 0, 0);
     return a;
 }
 
@@ -129,11 +93,11 @@ static attnbwd_edit_attention_args edit_args(const attnbwd_kernel *k) {
  * memory by name), none captured unless `captured`. */
 static void expect_plan_launched(const attnbwd_kernel *k, int captured) {
     const kernel_plan *p = &k->plan;
-    assert_int_equal(fake_count("launches"), p->n_launches);
-    assert_int_equal(fake_count("captured"), captured ? p->n_launches : 0);
+    assert_int_equal(fake.count("launches"), p->n_launches);
+    assert_int_equal(fake.count("captured"), captured ? p->n_launches : 0);
     char *used = calloc((size_t)p->n_launches, 1);
     for (int i = 0; i < p->n_launches; ++i) {
-        const fake_launch *l = fake_launch_at(i);
+        const fake_launch *l = fake.launch(i);
         int found = -1;
         for (int j = 0; j < p->n_launches && found < 0; ++j)
             if (!used[j] && !strcmp(p->launches[j].name, l->name) && !memcmp(p->launches[j].grid, l->grid, 12) &&
@@ -161,13 +125,13 @@ static void edit_plans_launch_whole(void **state) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
         attnbwd_kernel *k = edit_kernel(ctx, cases[c].B, cases[c].T, cases[c].tiles);
         attnbwd_edit_attention_args a = edit_args(k);
-        fake_reset();
+        fake.reset();
         if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK)
             fail_msg("B=%lld T=%lld: %s", (long long)cases[c].B, (long long)cases[c].T, attnbwd_last_error());
         expect_plan_launched(k, 0);
-        assert_true(fake_count("params") > 2 * k->plan.n_launches); /* the kernels' parameters found and read */
+        assert_true(fake.count("params") > 2 * k->plan.n_launches); /* the kernels' parameters found and read */
         assert_true(k->plan.n_lanes > 1);
-        assert_true(fake_count("tensor_maps") > (cases[c].T > 1 ? 0 : -1));
+        assert_true(fake.count("tensor_maps") > (cases[c].T > 1 ? 0 : -1));
     }
     attnbwd_close(ctx);
 }
@@ -176,13 +140,13 @@ static void edit_plans_launch_whole(void **state) {
  * lane joined back, else the fake's capture fails) and replayed. */
 static void launch_direct_then_graph(attnbwd_kernel *k) {
     attnbwd_edit_attention_args a = edit_args(k);
-    fake_reset();
+    fake.reset();
     if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s: %s", k->plan.tiles, attnbwd_last_error());
     expect_plan_launched(k, 0);
-    fake_reset();
+    fake.reset();
     if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s: %s", k->plan.tiles, attnbwd_last_error());
     expect_plan_launched(k, 1);
-    assert_int_equal(fake_count("graph_launches"), 1);
+    assert_int_equal(fake.count("graph_launches"), 1);
 }
 
 /* Every public workload's plan as shipped (the H200's tuning entries). */
@@ -270,27 +234,27 @@ static void repeated_calls_replay_a_graph(void **state) {
     attnbwd_ctx *ctx = open_ctx();
     attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
     attnbwd_edit_attention_args a = edit_args(k);
-    fake_reset();
+    fake.reset();
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     expect_plan_launched(k, 0);
-    const long queries = fake_count("pointer_queries");
+    const long queries = fake.count("pointer_queries");
     assert_int_equal(queries, 21); /* the 20 buffers read or written and the workspace */
-    fake_reset();
+    fake.reset();
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     expect_plan_launched(k, 1);
-    assert_int_equal(fake_count("graph_launches"), 1);
-    fake_reset();
+    assert_int_equal(fake.count("graph_launches"), 1);
+    fake.reset();
     for (int i = 0; i < 3; ++i) assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
-    assert_int_equal(fake_count("launches"), 0);
-    assert_int_equal(fake_count("graph_launches"), 3);
-    assert_int_equal(fake_count("pointer_queries"), 0);
+    assert_int_equal(fake.count("launches"), 0);
+    assert_int_equal(fake.count("graph_launches"), 3);
+    assert_int_equal(fake.count("pointer_queries"), 0);
     /* New pointers: checked again, launched directly. */
     attnbwd_edit_attention_args b = a;
     b.grad_hidden_states = dev_floats(2 * 17 * 1024);
-    fake_reset();
+    fake.reset();
     assert_int_equal(attnbwd_edit_attention_bwd(k, &b, NULL), ATTNBWD_OK);
     expect_plan_launched(k, 0);
-    assert_int_equal(fake_count("pointer_queries"), queries);
+    assert_int_equal(fake.count("pointer_queries"), queries);
     attnbwd_close(ctx);
 }
 
@@ -298,10 +262,10 @@ static void repeated_calls_replay_a_graph(void **state) {
  * context, made current), its capture begun. */
 static void *begin_caller_capture(void) {
     void *primary = NULL, *stream = NULL;
-    assert_int_equal(fake_primary_retain(&primary, 0), 0);
-    assert_int_equal(fake_push(primary), 0);
-    assert_int_equal(fake_stream_create(&stream, 1, 0), 0);
-    assert_int_equal(fake_begin_capture(stream, 0), 0);
+    assert_int_equal(fake.primary_retain(&primary, 0), 0);
+    assert_int_equal(fake.push(primary), 0);
+    assert_int_equal(fake.stream_create(&stream, 1, 0), 0);
+    assert_int_equal(fake.begin_capture(stream, 0), 0);
     return stream;
 }
 
@@ -309,8 +273,8 @@ static void *begin_caller_capture(void) {
  * it was joined back. */
 static int end_caller_capture(void *stream) {
     void *graph = NULL, *primary = NULL;
-    const int r = fake_end_capture(stream, &graph);
-    assert_int_equal(fake_pop(&primary), 0);
+    const int r = fake.end_capture(stream, &graph);
+    assert_int_equal(fake.pop(&primary), 0);
     free(graph);
     free(stream);
     return r;
@@ -326,7 +290,7 @@ static void callers_capture_takes_the_launches(void **state) {
     attnbwd_edit_attention_args a = edit_args(k);
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK); /* the module and lanes made */
     void *stream = begin_caller_capture();
-    fake_reset();
+    fake.reset();
     /* The second with a new output: its pointers are checked inside the
      * caller's capture, which must not lose it (the fake ends a capture
      * that a pointer query is made in, unless in the relaxed mode). */
@@ -335,9 +299,9 @@ static void callers_capture_takes_the_launches(void **state) {
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_OK);
     if (attnbwd_edit_attention_bwd(k, &b, stream) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
     assert_int_equal(end_caller_capture(stream), 0); /* every lane joined back to the caller's stream */
-    assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
-    assert_int_equal(fake_count("captured"), 2 * k->plan.n_launches);
-    assert_int_equal(fake_count("graph_launches"), 0);
+    assert_int_equal(fake.count("launches"), 2 * k->plan.n_launches);
+    assert_int_equal(fake.count("captured"), 2 * k->plan.n_launches);
+    assert_int_equal(fake.count("graph_launches"), 0);
     attnbwd_close(ctx);
 }
 
@@ -351,18 +315,18 @@ static void failed_launch_mid_plan(void **state) {
     attnbwd_edit_attention_args a = edit_args(k);
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     void *stream = begin_caller_capture();
-    fake_reset();
-    fake_fail("launch", 4);
+    fake.reset();
+    fake.fail_next("launch", 4);
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, stream), ATTNBWD_ERR_CUDA, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES");
     char expected[300];
     snprintf(expected, sizeof expected, "launching %s", k->plan.launches[4].name);
     assert_non_null(strstr(attnbwd_last_error(), expected));
-    assert_int_equal(fake_count("launches"), 4);
+    assert_int_equal(fake.count("launches"), 4);
     assert_int_equal(end_caller_capture(stream), 0);
-    fake_reset(); /* the arguments of the call before: captured into the kernel's graph and replayed */
+    fake.reset(); /* the arguments of the call before: captured into the kernel's graph and replayed */
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     expect_plan_launched(k, 1);
-    assert_int_equal(fake_count("graph_launches"), 1);
+    assert_int_equal(fake.count("graph_launches"), 1);
     attnbwd_close(ctx);
 }
 
@@ -383,10 +347,10 @@ static void malformed_arguments_refused_at_load(void **state) {
         assert_true(l->n_args > 0);
         free(l->args[0]);
         l->args[0] = strdup(bad[i]);
-        fake_reset();
+        fake.reset();
         EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_LUA, bad[i]);
         assert_non_null(strstr(attnbwd_last_error(), l->name));
-        assert_int_equal(fake_count("launches"), 0);
+        assert_int_equal(fake.count("launches"), 0);
         attnbwd_close(ctx);
     }
     attnbwd_ctx *ctx = open_ctx();
@@ -395,7 +359,7 @@ static void malformed_arguments_refused_at_load(void **state) {
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     for (int i = 0; i < k->plan.n_launches; ++i)
         for (int j = 0; j < k->plan.launches[i].n_args; ++j) k->plan.launches[i].args[j][0] = '?';
-    fake_reset();
+    fake.reset();
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     expect_plan_launched(k, 1);
     attnbwd_close(ctx);
@@ -410,24 +374,24 @@ static void driver_failures_are_reported(void **state) {
     attnbwd_ctx *ctx = open_ctx_logging(&lc);
     attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
     attnbwd_edit_attention_args a = edit_args(k);
-    fake_fail("module_load", 0);
+    fake.fail_next("module_load", 0);
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_CUDA, "cuModuleLoadData");
     assert_non_null(strstr(attnbwd_last_error(), k->plan.name));
     assert_non_null(strstr(attnbwd_last_error(), "CUDA_ERROR_OUT_OF_MEMORY"));
-    fake_reset();
+    fake.reset();
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     expect_plan_launched(k, 0);
-    fake_reset();
-    fake_fail("instantiate", 0);
+    fake.reset();
+    fake.fail_next("instantiate", 0);
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK); /* captured, not instantiated: direct */
-    assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
+    assert_int_equal(fake.count("launches"), 2 * k->plan.n_launches);
     assert_int_equal(lc.warn, 1);
     assert_non_null(strstr(lc.last, "no CUDA graph"));
-    fake_reset();
+    fake.reset();
     for (int i = 0; i < 2; ++i) assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
-    assert_int_equal(fake_count("launches"), 2 * k->plan.n_launches);
-    assert_int_equal(fake_count("captured"), 0);
-    assert_int_equal(fake_count("graph_launches"), 0);
+    assert_int_equal(fake.count("launches"), 2 * k->plan.n_launches);
+    assert_int_equal(fake.count("captured"), 0);
+    assert_int_equal(fake.count("graph_launches"), 0);
     assert_int_equal(lc.warn, 1);
     attnbwd_close(ctx);
 }
@@ -466,19 +430,19 @@ static void threads_share_kernels(void **state) {
     caller c[CALLERS];
     for (int i = 0; i < CALLERS; ++i) {
         c[i] = (caller){.edit = edit, .softmax = softmax, .a = edit_args(edit), .go = dev_floats(e), .p = dev_floats(e),
-                        .gs = {dev_floats(e), dev_floats(e)}, .mask = fake_alloc(2 * 64 * 64, FAKE_MEM_DEVICE, 0, 0),
-                        .dm = fake_alloc(e, FAKE_MEM_DEVICE, 0, 0)};
+                        .gs = {dev_floats(e), dev_floats(e)}, .mask = fake.alloc(2 * 64 * 64, FAKE_MEM_DEVICE, 0, 0),
+                        .dm = fake.alloc(e, FAKE_MEM_DEVICE, 0, 0)};
     }
-    fake_reset();
+    fake.reset();
     pthread_t t[CALLERS];
     for (int i = 0; i < CALLERS; ++i) assert_int_equal(pthread_create(&t[i], NULL, call_repeatedly, &c[i]), 0);
     for (int i = 0; i < CALLERS; ++i) pthread_join(t[i], NULL);
     for (int i = 0; i < CALLERS; ++i) assert_false(c[i].failed);
-    const long n = edit->plan.n_launches, launches = fake_count("launches"), captured = fake_count("captured");
+    const long n = edit->plan.n_launches, launches = fake.count("launches"), captured = fake.count("captured");
     const long softmax_launches = CALLERS * CALLS * 4, edit_launches = launches - softmax_launches;
     assert_int_equal(captured % n, 0);
     assert_int_equal((edit_launches - captured) % n, 0);
-    assert_int_equal((edit_launches - captured) / n + fake_count("graph_launches"), CALLERS * CALLS);
+    assert_int_equal((edit_launches - captured) / n + fake.count("graph_launches"), CALLERS * CALLS);
     attnbwd_close(ctx);
 }
 
@@ -488,10 +452,10 @@ static void threads_share_kernels(void **state) {
 static void default_device_is_the_current_one(void **state) {
     (void)state;
     void *primary = NULL;
-    assert_int_equal(fake_primary_retain(&primary, 1), 0);
-    assert_int_equal(fake_push(primary), 0);
+    assert_int_equal(fake.primary_retain(&primary, 1), 0);
+    assert_int_equal(fake.push(primary), 0);
     attnbwd_ctx *ctx = open_ctx();
-    assert_int_equal(fake_pop(&primary), 0);
+    assert_int_equal(fake.pop(&primary), 0);
     attnbwd_ctx_info info;
     assert_int_equal(attnbwd_ctx_get_info(ctx, &info), ATTNBWD_OK);
     assert_int_equal(info.device, 1);
@@ -499,9 +463,9 @@ static void default_device_is_the_current_one(void **state) {
     attnbwd_kernel *k = NULL;
     assert_int_equal(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_OK);
     const size_t n = 2 * 32 * 32;
-    float *go = fake_alloc(4 * n, FAKE_MEM_DEVICE, 1, 0), *p = fake_alloc(4 * n, FAKE_MEM_DEVICE, 1, 0),
-          *gs = fake_alloc(4 * n, FAKE_MEM_DEVICE, 1, 0);
-    uint8_t *mask = fake_alloc(32 * 32, FAKE_MEM_DEVICE, 1, 0);
+    float *go = fake.alloc(4 * n, FAKE_MEM_DEVICE, 1, 0), *p = fake.alloc(4 * n, FAKE_MEM_DEVICE, 1, 0),
+          *gs = fake.alloc(4 * n, FAKE_MEM_DEVICE, 1, 0);
+    uint8_t *mask = fake.alloc(32 * 32, FAKE_MEM_DEVICE, 1, 0);
     assert_int_equal(attnbwd_softmax_dropout_bwd(k, go, p, mask, NULL, 0.0f, gs, NULL), ATTNBWD_OK);
     EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, dev_floats(n), p, mask, NULL, 0.0f, gs, NULL),
                   ATTNBWD_ERR_INVALID_ARGUMENT, "is memory of device 0; this context runs its kernels on device 1");
@@ -519,7 +483,7 @@ static void edit_pointers_checked(void **state) {
     attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
     const attnbwd_edit_attention_args good = edit_args(k);
     attnbwd_edit_attention_args a = good;
-    fake_reset();
+    fake.reset();
     a.attention_probs = dev_floats(2 * 16 * 17 * 17 - 1);
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
                   "args->attention_probs");
@@ -530,7 +494,7 @@ static void edit_pointers_checked(void **state) {
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
                   "the kernels write 139264 bytes");
     a = good;
-    a.query = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_DEVICE, 1, 0);
+    a.query = fake.alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_DEVICE, 1, 0);
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
                   "is memory of device 1; this context runs its kernels on device 0");
     a = good;
@@ -551,30 +515,30 @@ static void edit_pointers_checked(void **state) {
     a = good;
     a.workspace = (char *)good.grad_edit_region_bias;
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT, "args->workspace");
-    assert_int_equal(fake_count("launches"), 0);
+    assert_int_equal(fake.count("launches"), 0);
     /* Reachable memory of other kinds: managed memory of another device,
      * pinned host memory; and inputs may share memory (P as Pd at p = 0). */
     a = good;
-    a.query = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_DEVICE, 1, 1);
-    a.value = fake_alloc(4 * 2 * 16 * 17 * 64, 0, 0, 1); /* managed, of no kind the driver names */
-    a.out_weight = fake_alloc(4 * 1024 * 1024, 4, 0, 0); /* CU_MEMORYTYPE_UNIFIED */
-    a.key = fake_alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_HOST, 0, 0);
+    a.query = fake.alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_DEVICE, 1, 1);
+    a.value = fake.alloc(4 * 2 * 16 * 17 * 64, 0, 0, 1); /* managed, of no kind the driver names */
+    a.out_weight = fake.alloc(4 * 1024 * 1024, 4, 0, 0); /* CU_MEMORYTYPE_UNIFIED */
+    a.key = fake.alloc(4 * 2 * 16 * 17 * 64, FAKE_MEM_HOST, 0, 0);
     a.attention_probs_dropped = a.attention_probs;
     if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
     expect_plan_launched(k, 0);
     attnbwd_close(ctx);
 
     /* Where the device reads pageable memory, host memory is fine. */
-    fake_set("pageable_access", 1);
+    fake.set("pageable_access", 1);
     ctx = open_ctx();
     k = edit_kernel(ctx, 2, 17, NULL);
     a = edit_args(k);
     a.grad_within_edit_bias = host;
-    fake_reset();
+    fake.reset();
     if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
     expect_plan_launched(k, 0);
     attnbwd_close(ctx);
-    fake_set("pageable_access", 0);
+    fake.set("pageable_access", 0);
 
     /* ATTNBWD_POINTER_CHECKS=0: the driver is not asked; overlaps are still refused. */
     setenv("ATTNBWD_POINTER_CHECKS", "0", 1);
@@ -583,9 +547,9 @@ static void edit_pointers_checked(void **state) {
     k = edit_kernel(ctx, 2, 17, NULL);
     a = edit_args(k);
     a.grad_within_edit_bias = host;
-    fake_reset();
+    fake.reset();
     assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
-    assert_int_equal(fake_count("pointer_queries"), 0);
+    assert_int_equal(fake.count("pointer_queries"), 0);
     a.grad_hidden_states = (float *)a.grad_output;
     EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_INVALID_ARGUMENT, "overlaps");
     attnbwd_close(ctx);
@@ -601,26 +565,26 @@ static void softmax_pointers_checked(void **state) {
     assert_int_equal(attnbwd_get_kernel(ctx, &s, &k), ATTNBWD_OK);
     const size_t n = 2 * 4 * 64 * 64;
     float *go = dev_floats(n), *p = dev_floats(n), *gs = dev_floats(n);
-    uint8_t *mask = fake_alloc(2 * 64 * 64, FAKE_MEM_DEVICE, 0, 0), *dm = fake_alloc(n, FAKE_MEM_DEVICE, 0, 0);
-    fake_reset();
+    uint8_t *mask = fake.alloc(2 * 64 * 64, FAKE_MEM_DEVICE, 0, 0), *dm = fake.alloc(n, FAKE_MEM_DEVICE, 0, 0);
+    fake.reset();
     for (int i = 0; i < 3; ++i) assert_int_equal(attnbwd_softmax_dropout_bwd(k, go, p, mask, dm, 0.1f, gs, NULL), ATTNBWD_OK);
-    assert_int_equal(fake_count("launches"), 3);
-    assert_int_equal(fake_count("pointer_queries"), 5);
-    const fake_launch *l = fake_launch_at(0);
+    assert_int_equal(fake.count("launches"), 3);
+    assert_int_equal(fake.count("pointer_queries"), 5);
+    const fake_launch *l = fake.launch(0);
     assert_string_equal(l->name, k->plan.name);
     assert_memory_equal(l->grid, k->plan.grid, 12);
-    fake_reset();
-    uint8_t *small_mask = fake_alloc(64 * 64, FAKE_MEM_DEVICE, 0, 0); /* [1, 1, T, T]: one batch's */
+    fake.reset();
+    uint8_t *small_mask = fake.alloc(64 * 64, FAKE_MEM_DEVICE, 0, 0); /* [1, 1, T, T]: one batch's */
     EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, go, p, small_mask, dm, 0.1f, gs, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
                   "mask");
     assert_non_null(strstr(attnbwd_last_error(), "read 8192 bytes from there (B=2, H=4, T=64)"));
-    uint8_t *dm1 = fake_alloc(n, FAKE_MEM_DEVICE, 1, 0);
+    uint8_t *dm1 = fake.alloc(n, FAKE_MEM_DEVICE, 1, 0);
     EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, go, p, mask, dm1, 0.1f, gs, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
                   "dropout_mask");
     EXPECT_STATUS(attnbwd_softmax_dropout_bwd(k, go, p, mask, dm, 0.1f, go, NULL), ATTNBWD_ERR_INVALID_ARGUMENT,
                   "grad_scores");
     assert_non_null(strstr(attnbwd_last_error(), "overlaps grad_output"));
-    assert_int_equal(fake_count("launches"), 0);
+    assert_int_equal(fake.count("launches"), 0);
     attnbwd_close(ctx);
 }
 
@@ -646,13 +610,13 @@ static void softmax_plans_launch(void **state) {
         const size_t B = (size_t)shapes[i].batch, H = (size_t)shapes[i].heads, T = (size_t)shapes[i].seq_len,
                      e = B * H * T * T;
         float *go = dev_floats(e), *p = dev_floats(e), *gs = dev_floats(e);
-        uint8_t *mask = fake_alloc(B * T * T, FAKE_MEM_DEVICE, 0, 0), *dm = fake_alloc(e, FAKE_MEM_DEVICE, 0, 0);
-        fake_reset();
+        uint8_t *mask = fake.alloc(B * T * T, FAKE_MEM_DEVICE, 0, 0), *dm = fake.alloc(e, FAKE_MEM_DEVICE, 0, 0);
+        fake.reset();
         const float pd = shapes[i].dropout ? 0.1f : 0.0f;
         if (attnbwd_softmax_dropout_bwd(k, go, p, mask, dm, pd, gs, NULL) != ATTNBWD_OK)
             fail_msg("%s: %s", k->plan.name, attnbwd_last_error());
-        assert_int_equal(fake_count("launches"), 1);
-        const fake_launch *l = fake_launch_at(0);
+        assert_int_equal(fake.count("launches"), 1);
+        const fake_launch *l = fake.launch(0);
         assert_string_equal(l->name, k->plan.name);
         assert_memory_equal(l->grid, k->plan.grid, sizeof l->grid);
         assert_memory_equal(l->block, k->plan.block, sizeof l->block);
@@ -667,18 +631,18 @@ static void softmax_plans_launch(void **state) {
  * when the module is loaded, with both numbers. */
 static void shared_memory_past_the_device(void **state) {
     (void)state;
-    fake_set("smem_optin", 100 * 1024);
+    fake.set("smem_optin", 100 * 1024);
     attnbwd_ctx *ctx = open_ctx();
-    fake_set("smem_optin", 232448);
+    fake.set("smem_optin", 232448);
     attnbwd_kernel *k = edit_kernel(ctx, 2, 17, NULL);
     unsigned most = 0;
     for (int i = 0; i < k->plan.n_launches; ++i)
         if (k->plan.launches[i].shared_bytes > most) most = k->plan.launches[i].shared_bytes;
     attnbwd_edit_attention_args a = edit_args(k);
-    fake_reset();
+    fake.reset();
     if (most > 100 * 1024) {
         EXPECT_STATUS(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_ERR_UNSUPPORTED, "the device allows 102400");
-        assert_int_equal(fake_count("launches"), 0);
+        assert_int_equal(fake.count("launches"), 0);
     } else {
         assert_int_equal(attnbwd_edit_attention_bwd(k, &a, NULL), ATTNBWD_OK);
     }
