@@ -100,43 +100,40 @@ static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
     return s;
 }
 
-attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
-    err_clear();
-    if (!out) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "attnbwd_open: out is NULL");
-    *out = NULL;
-    attnbwd_options opt;
-    if (opt_in) opt = *opt_in;
-    else attnbwd_options_init(&opt);
-    if (opt.arch && (!valid_arch(opt.arch) || strlen(opt.arch) >= 16))
+/* Refuses options and environment values that are out of range. A GPU model
+ * named for another machine brings its arch (into *named, which opt->arch
+ * may then point into). */
+static attnbwd_status check_options(attnbwd_options *opt, const char **model, const char **model_from,
+                                    gpu_choice *named) {
+    if (opt->arch && (!valid_arch(opt->arch) || strlen(opt->arch) >= 16))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
-                       "options.arch = \"%s\": expected an architecture such as \"sm_90\"", opt.arch);
-    if (opt.device < ATTNBWD_DEVICE_CURRENT)
+                       "options.arch = \"%s\": expected an architecture such as \"sm_90\"", opt->arch);
+    if (opt->device < ATTNBWD_DEVICE_CURRENT)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
-                       "options.device = %d: must be an ordinal (>= 0) or ATTNBWD_DEVICE_CURRENT (-1)", opt.device);
-    /* A model named for another machine brings its arch, the one its device reports. */
-    const char *model = opt.gpu_model && *opt.gpu_model ? opt.gpu_model : getenv("ATTNBWD_GPU_MODEL");
-    const char *model_from = opt.gpu_model && *opt.gpu_model ? "options.gpu_model" : "ATTNBWD_GPU_MODEL";
-    if (model && !*model) model = NULL;
-    if (model && (strlen(model) >= sizeof ((gpu_choice *)0)->model || strpbrk(model, "\r\n")))
+                       "options.device = %d: must be an ordinal (>= 0) or ATTNBWD_DEVICE_CURRENT (-1)", opt->device);
+    int given = opt->gpu_model && *opt->gpu_model;
+    *model = given ? opt->gpu_model : getenv("ATTNBWD_GPU_MODEL");
+    *model_from = given ? "options.gpu_model" : "ATTNBWD_GPU_MODEL";
+    if (*model && !**model) *model = NULL;
+    if (*model && (strlen(*model) >= sizeof named->model || strpbrk(*model, "\r\n")))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "%s = \"%.60s...\": a GPU model is one line of at most %zu bytes",
-                       model_from, model, sizeof ((gpu_choice *)0)->model - 1);
-    gpu_choice named;
-    gpu_model_choose(model, 0, &named);
-    if (named.arch[0] && opt.arch && strcmp(opt.arch, named.arch) != 0)
+                       *model_from, *model, sizeof named->model - 1);
+    gpu_model_choose(*model, 0, named);
+    if (named->arch[0] && opt->arch && strcmp(opt->arch, named->arch) != 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "options.arch = \"%s\" but the GPU model \"%s\" (%s) reports %s, the arch its kernels are "
                        "found under (they ask for %sa themselves where they need it): leave the arch out or give %s",
-                       opt.arch, named.model, model_from, named.arch, named.arch, named.arch);
-    if (named.arch[0]) opt.arch = named.arch;
-    if (opt.device == ATTNBWD_DEVICE_CURRENT) opt.device = drv_current_device();
-    if (opt.log_level < ATTNBWD_LOG_QUIET || opt.log_level > ATTNBWD_LOG_DEBUG)
-        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.log_level = %d: must be 0..3", opt.log_level);
-    if (opt.disk_cache < 0 || opt.disk_cache > ATTNBWD_DISK_CACHE_READ_ONLY)
+                       opt->arch, named->model, *model_from, named->arch, named->arch, named->arch);
+    if (named->arch[0]) opt->arch = named->arch;
+    if (opt->log_level < ATTNBWD_LOG_QUIET || opt->log_level > ATTNBWD_LOG_DEBUG)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.log_level = %d: must be 0..3", opt->log_level);
+    if (opt->disk_cache < 0 || opt->disk_cache > ATTNBWD_DISK_CACHE_READ_ONLY)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "options.disk_cache = %d: must be 0 (off), 1 (read-write) or 2 (a shared read-only store)",
-                       opt.disk_cache);
-    if (opt.deterministic != 0 && opt.deterministic != 1)
-        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.deterministic = %d: must be 0 or 1", opt.deterministic);
+                       opt->disk_cache);
+    if (opt->deterministic != 0 && opt->deterministic != 1)
+        return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "options.deterministic = %d: must be 0 or 1",
+                       opt->deterministic);
     const char *env_det = getenv("ATTNBWD_DETERMINISTIC");
     if (env_det && *env_det && strcmp(env_det, "0") && strcmp(env_det, "1"))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_DETERMINISTIC=%s: must be 0 or 1", env_det);
@@ -146,56 +143,38 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "ATTNBWD_CACHE_MAX_BYTES=%s: expected a size of at least one byte, such as 1073741824, 512M "
                        "or 2G", env_max);
+    return ATTNBWD_OK;
+}
 
-    attnbwd_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory opening a context");
-    ctx->log.level = opt.log_level;
-    const char *env_level = getenv("ATTNBWD_LOG");
-    if (env_level && *env_level >= '0' && *env_level <= '3' && env_level[1] == '\0')
-        ctx->log.level = *env_level - '0';
-    ctx->log.fn = opt.log_fn;
-    ctx->log.user = opt.log_user;
-    ctx->device_ordinal = opt.device;
-    ctx->deterministic = opt.deterministic || (env_det && !strcmp(env_det, "1"));
-    table_init(&ctx->table);
-
-    attnbwd_status s = drv_device_open(opt.device, &ctx->dev);
+/* The device and its arch, or (options.arch given) none: the context then
+ * generates and compiles only. Without either, the driver's error, with a
+ * hint, in why. */
+static attnbwd_status open_device(attnbwd_ctx *ctx, const attnbwd_options *opt, const char *model, char *why,
+                                  size_t why_size) {
+    attnbwd_status s = drv_device_open(opt->device, &ctx->dev);
+    if (s != ATTNBWD_OK) snprintf(ctx->driver_error, sizeof ctx->driver_error, "%s", attnbwd_last_error());
+    ctx->driver_version = drv_version();
     if (s == ATTNBWD_OK) {
         ctx->have_device = 1;
-        ctx->driver_version = drv_version();
         snprintf(ctx->arch, sizeof ctx->arch, "sm_%d%d", ctx->dev.cc_major, ctx->dev.cc_minor);
-    } else {
-        snprintf(ctx->driver_error, sizeof ctx->driver_error, "%s", attnbwd_last_error());
-        ctx->driver_version = drv_version();
-        if (!opt.arch) {
-            char why[sizeof ctx->driver_error];
-            memcpy(why, ctx->driver_error, sizeof why);
-            attnbwd_close(ctx);
-            if (model)
-                return err_set(s, "%s (the GPU model \"%s\" is none whose arch is known: set options.arch, e.g. "
-                                  "\"sm_90\")", why, model);
-            return err_set(s, "%s (to generate and compile without a GPU, set options.arch, e.g. \"sm_90\")", why);
-        }
-    }
-    if (opt.arch) snprintf(ctx->arch, sizeof ctx->arch, "%s", opt.arch);
-
-    if ((s = gen_open(&ctx->gen)) != ATTNBWD_OK ||
-        (s = gen_scripts_hash(ctx->scripts_hash, sizeof ctx->scripts_hash)) != ATTNBWD_OK) {
-        attnbwd_close(ctx);
+    } else if (!opt->arch) {
+        if (model)
+            snprintf(why, why_size, "%s (the GPU model \"%s\" is none whose arch is known: set options.arch, e.g. "
+                                    "\"sm_90\")", ctx->driver_error, model);
+        else
+            snprintf(why, why_size, "%s (to generate and compile without a GPU, set options.arch, e.g. \"sm_90\")",
+                     ctx->driver_error);
         return s;
     }
-    choose_gpu_model(ctx, model, model_from);
-    cache_open(&ctx->cache, opt.cache_dir, opt.disk_cache, &ctx->log);
-    if (opt.cache_max_bytes) ctx->cache.max_bytes = opt.cache_max_bytes;
+    if (opt->arch) snprintf(ctx->arch, sizeof ctx->arch, "%s", opt->arch);
+    return ATTNBWD_OK;
+}
+
+/* The switches read from the environment at open (README's environment table). */
+static void read_switches(attnbwd_ctx *ctx) {
     /* Every disk hit planned and rendered again, and compared with the entry's manifest. */
     const char *verify = getenv("ATTNBWD_CACHE_VERIFY");
     ctx->verify_hits = verify && !strcmp(verify, "1");
-    ctx->cache.check_payload = check_cached_cubin;
-    ctx->cache.check_user = ctx;
-    if ((s = configure_tuning(ctx)) != ATTNBWD_OK) {
-        attnbwd_close(ctx);
-        return s;
-    }
     const char *dump = getenv("ATTNBWD_DUMP_DIR");
     if (dump && *dump) ctx->dump_dir = strdup(dump);
     /* Every plan's launches in order on the caller's stream, for comparing
@@ -212,6 +191,54 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     /* Each new set of a launch's pointers checked with the driver (1, the default), or not (0). */
     const char *checks = getenv("ATTNBWD_POINTER_CHECKS");
     ctx->pointer_checks = !(checks && !strcmp(checks, "0"));
+}
+
+attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
+    err_clear();
+    if (!out) return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "attnbwd_open: out is NULL");
+    *out = NULL;
+    attnbwd_options opt;
+    if (opt_in) opt = *opt_in;
+    else attnbwd_options_init(&opt);
+    const char *model = NULL, *model_from = NULL;
+    gpu_choice named;
+    attnbwd_status s = check_options(&opt, &model, &model_from, &named);
+    if (s != ATTNBWD_OK) return s;
+    if (opt.device == ATTNBWD_DEVICE_CURRENT) opt.device = drv_current_device();
+
+    attnbwd_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return err_set(ATTNBWD_ERR_OUT_OF_MEMORY, "out of memory opening a context");
+    ctx->log.level = opt.log_level;
+    const char *env_level = getenv("ATTNBWD_LOG");
+    if (env_level && *env_level >= '0' && *env_level <= '3' && env_level[1] == '\0')
+        ctx->log.level = *env_level - '0';
+    ctx->log.fn = opt.log_fn;
+    ctx->log.user = opt.log_user;
+    ctx->device_ordinal = opt.device;
+    const char *env_det = getenv("ATTNBWD_DETERMINISTIC");
+    ctx->deterministic = opt.deterministic || (env_det && !strcmp(env_det, "1"));
+    table_init(&ctx->table);
+
+    char why[sizeof ctx->driver_error + 160];
+    if ((s = open_device(ctx, &opt, model, why, sizeof why)) != ATTNBWD_OK) {
+        attnbwd_close(ctx);
+        return err_set(s, "%s", why);
+    }
+    if ((s = gen_open(&ctx->gen)) != ATTNBWD_OK ||
+        (s = gen_scripts_hash(ctx->scripts_hash, sizeof ctx->scripts_hash)) != ATTNBWD_OK) {
+        attnbwd_close(ctx);
+        return s;
+    }
+    choose_gpu_model(ctx, model, model_from);
+    cache_open(&ctx->cache, opt.cache_dir, opt.disk_cache, &ctx->log);
+    if (opt.cache_max_bytes) ctx->cache.max_bytes = opt.cache_max_bytes;
+    ctx->cache.check_payload = check_cached_cubin;
+    ctx->cache.check_user = ctx;
+    read_switches(ctx);
+    if ((s = configure_tuning(ctx)) != ATTNBWD_OK) {
+        attnbwd_close(ctx);
+        return s;
+    }
     log_line(&ctx->log, ATTNBWD_LOG_INFO, "context: arch %s, device %s, cache %s", ctx->arch,
              ctx->have_device ? ctx->dev.name : "none", ctx->cache.dir ? ctx->cache.dir : "off");
     err_clear();
