@@ -640,22 +640,23 @@ def kernel_summary(kernels, exclude, calls):
     """Where a tool's device time goes. kernels: [(name, device us)], every kernel the profiler saw over `calls`
     calls; exclude: names that are not the tool's (the flush and the spin). Shares are of the tool's summed kernel
     time: the plan's lanes run kernels side by side, so the sum may pass the call's time. Returns {"top_kernel",
-    "top_share", "top_kernel_us" (a call's), "kernel_us_per_call", "kernels_per_call", "kernels" (the five
-    largest, [name, share])} or {"error"}."""
-    total = {}
-    count = 0
+    "top_share", "top_kernel_us" (a call's), "top_launches_per_call", "kernel_us_per_call", "kernels_per_call",
+    "kernels" (the five largest, [name, share])} or {"error"}. Kernels are told apart by name: the launches of one
+    name add up, as in torch.profiler's key_averages."""
+    total, launches = {}, {}
     for name, us in kernels:
         if name in exclude:
             continue
         total[name] = total.get(name, 0.0) + us
-        count += 1
+        launches[name] = launches.get(name, 0) + 1
     if not total or calls <= 0:
         return {"error": "no kernel of the tool recorded"}
     busy = sum(total.values())
     ranked = sorted(total.items(), key=lambda kv: -kv[1])
     top, top_us = ranked[0]
     return {"top_kernel": top, "top_share": top_us / busy if busy > 0 else 1.0, "top_kernel_us": top_us / calls,
-            "kernel_us_per_call": busy / calls, "kernels_per_call": count / calls, "calls": calls,
+            "top_launches_per_call": launches[top] / calls, "kernel_us_per_call": busy / calls,
+            "kernels_per_call": sum(launches.values()) / calls, "calls": calls,
             "kernels": [[n, us / busy if busy > 0 else 0.0] for n, us in ranked[:5]]}
 
 
