@@ -25,8 +25,9 @@ Tools:      by default problem 1 runs ours,eager,compile and problem 2 ours,ours
             torch CUDA graph and replayed, as a training loop's graph would hold it (ours replays a graph of its
             own from the second call with the same arguments: the two should match). Every tool's output is
             checked, and a tool that fails the rule is timed and shown as FAIL, not left out.
---profile:  for our tools, torch.profiler (CUPTI, CUDA activities) around --profile-calls calls, each after the
-            flush: the kernel with the largest share of the summed kernel time, its share, and kernels per call.
+--profile:  for each tool, torch.profiler (CUPTI, CUDA activities) around --profile-calls calls, each after the
+            flush: the kernel with the largest share of the summed kernel time, its share, kernels per call, and
+            the summed kernel time a call (well under the tool's time: the GPU waited between its kernels).
 
 What it does, in one process:
   * loads libattnbwd with ctypes, opens a context, gets one kernel per workload;
@@ -850,7 +851,7 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, rates
                     t["precision"] = tool_precision(tool, args.precision)
                     if t["precision"] == "fp16" and rec.get("floor_fp16_us"):
                         t["floor_fp16_fraction"] = rec["floor_fp16_us"] / med
-                if args.profile and tool.startswith("ours"):
+                if args.profile:  # every tool: a peer's summed kernel time against its time shows host gaps
                     t["profile"] = profile_tool(fn, timer, args.profile_calls)
                 if timer.delay_cycles and host_us > timer.delay_us + med:
                     # the host took longer per iteration than the GPU: its overhead may be in the times
@@ -874,7 +875,8 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, rates
                 line += f"  {t['tflops']:6.1f} TFLOP/s"
             if (t.get("profile") or {}).get("top_kernel"):
                 pr = t["profile"]
-                line += f"  most: {pr['top_kernel'][:60]} {pr['top_share']:.0%} of {pr['kernels_per_call']:g} kernels"
+                line += (f"  most: {pr['top_kernel'][:60]} {pr['top_share']:.0%} of {pr['kernels_per_call']:g} "
+                         f"kernels, {pr['kernel_us_per_call']:.1f} us of kernels")
             elif (t.get("profile") or {}).get("error"):
                 line += f"  profile: {t['profile']['error'][:200]}"
             if "check" in t:
@@ -1157,8 +1159,8 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="a try: --only 3 --iters 10 --warmup 3, each where not given")
     ap.add_argument("--profile", action="store_true",
-                    help="our tools: the kernel that takes the most of their time (torch.profiler around a few "
-                         "calls, each after the flush)")
+                    help="each tool: the kernel that takes the most of its time, and its summed kernel time "
+                         "(torch.profiler around a few calls, each after the flush)")
     ap.add_argument("--profile-calls", type=int, default=5, help="calls under the profiler (--profile)")
     ap.add_argument("--dry-run", action="store_true",
                     help="no GPU or PyTorch: print the workloads, the tools each runs and its work, then stop")
