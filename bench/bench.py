@@ -10,15 +10,24 @@ Problem 2 (edit attention backward; rows without n_heads):
 
     python3 bench/bench.py --lib build/libattnbwd.so suites/sol072_workload.jsonl
 
-Quick try:  python3 bench/bench.py --only 3 --tools ours,eager
-Options:    --tools ours,ours_graph,eager,compile,eager_tf32,compile_tf32   --iters 50   --warmup 10   --only N|i,j,k
-            --no-check   --seed 0   --copy-gib 4   --delay-cycles 1000000   --precision tf32|fp32 (problem 2)
-Tools:      by default problem 1 runs ours,eager,compile and problem 2 ours,eager,eager_tf32,compile_tf32;
-            eager and compile run fp32 (PyTorch's default, allow_tf32 False), the _tf32 ones with
-            torch.backends.cuda.matmul.allow_tf32 = True ("torch.compile (TF32 allowed)"); a problem skips the
-            tools of --tools that it has not. ours_graph (problem 2): our call captured once in a torch CUDA
-            graph and replayed, as a training loop's graph would hold it (ours replays a graph of its own
-            from the second call with the same arguments: the two should match).
+Quick try:  python3 bench/bench.py --quick suites/sol072_workload.jsonl   (= --only 3 --iters 10 --warmup 3)
+No GPU:     python3 bench/bench.py --dry-run suites/*.jsonl   (the workloads, their tools and work; no PyTorch)
+Options:    --tools ours,ours_fp16,ours_graph,eager,compile,eager_tf32,compile_tf32,eager_fp16,compile_fp16
+            --iters 50   --warmup 10   --only N|i,j,k   --quick   --profile   --profile-calls 5   --dry-run
+            --no-check   --seed 0   --copy-gib 4   --delay-cycles N (default: problem 1 1e6, problem 2 2e7)   --precision tf32|fp32|fp16 (problem 2)
+Tools:      by default problem 1 runs ours,eager,compile and problem 2 ours,ours_fp16,eager_tf32,compile_tf32,
+            eager_fp16,compile_fp16; a problem skips the tools of --tools that it has not. eager and compile run
+            the reference in fp32 (PyTorch's default, allow_tf32 False), the _tf32 ones with
+            torch.backends.cuda.matmul.allow_tf32 = True ("torch.compile (TF32 allowed)"), the _fp16 ones under
+            torch.autocast("cuda", torch.float16) with the outputs cast back to fp32 (problem 2 only: problem 1
+            has no matrix product for autocast to change, and its 1e-5 tolerance rules fp16 out). ours runs
+            --precision, ours_fp16 ATTNBWD_PRECISION_FP16. ours_graph (problem 2): our call captured once in a
+            torch CUDA graph and replayed, as a training loop's graph would hold it (ours replays a graph of its
+            own from the second call with the same arguments: the two should match). Every tool's output is
+            checked, and a tool that fails the rule is timed and shown as FAIL, not left out.
+--profile:  for each tool, torch.profiler (CUPTI, CUDA activities) around --profile-calls calls, each after the
+            flush: the kernel with the largest share of the summed kernel time, its share, kernels per call, and
+            the summed kernel time a call (well under the tool's time: the GPU waited between its kernels).
 
 What it does, in one process:
   * loads libattnbwd with ctypes, opens a context, gets one kernel per workload;
@@ -32,9 +41,10 @@ What it does, in one process:
   * measures, in the same run and the same way, the copy bandwidth (a large device-to-device copy, bytes
     read + written) and the cost of one minimal kernel; floor = floor bytes / copy bandwidth and
     reachable = max(floor, minimal kernel). Problem 2 has matrix work too: the run also measures the TF32
-    rate (an 8192^3 torch.matmul, median of 10) and its floor = max(matrix flops / TF32 rate, floor bytes /
-    copy bandwidth) (docs/spec/edit_attention_bwd.md, "Work that must be done"); achieved TFLOP/s = matrix
-    flops / time;
+    and fp16 rates (8192^3 torch.matmuls, median of 10) and its floor = max(matrix flops / TF32 rate, floor
+    bytes / copy bandwidth) (docs/spec/edit_attention_bwd.md, "Work that must be done"), the fp16 floor the
+    same at the fp16 rate; matrix flops = 2 * (B*T*8*2^20 + 4*B*16*T*T*64) (EditAttentionBwd.flop_formula),
+    achieved TFLOP/s = matrix flops / time;
   * prints a table (and geometric means) per problem, writes JSON and a PNG of the fraction of the floor reached
     (a subplot per problem).
 
@@ -56,7 +66,10 @@ import statistics
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # --dry-run, and the report helpers the tests call, need no PyTorch
+    torch = None
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -162,7 +175,10 @@ class SoftmaxDropoutBwd:
 
     name = "softmax_dropout_bwd"
     torch_fn = staticmethod(softmax_dropout_bwd_torch)
-    tools = ("ours", "eager", "compile")  # the default tools, and those it can run
+    # The default tools, and those it can run. No _fp16 peers: autocast changes no op of this formula (it has no
+    # matrix product), and the rule's atol = rtol = 1e-5 leaves no room for fp16 storage.
+    tools = ("ours", "eager", "compile")
+    delay_cycles = 1_000_000  # the spin of Timer: longer than any tool's host enqueue (under 0.5 ms)
     label_name = "B,H,T,p"
 
     @staticmethod
@@ -294,8 +310,10 @@ class EditAttentionBwd:
 
     name = "edit_attention_bwd"
     torch_fn = staticmethod(edit_attention_bwd_torch)
-    tools = ("ours", "ours_graph", "eager", "eager_tf32", "compile_tf32", "compile")
-    default_tools = ("ours", "eager", "eager_tf32", "compile_tf32")
+    tools = ("ours", "ours_fp16", "ours_graph", "eager", "eager_tf32", "compile_tf32", "compile", "eager_fp16",
+             "compile_fp16")
+    default_tools = ("ours", "ours_fp16", "eager_tf32", "compile_tf32", "eager_fp16", "compile_fp16")
+    delay_cycles = 20_000_000  # about 10 ms: eager's dozens of launches (and autocast's casts) enqueue within it
     label_name = "B,T"
     heads, head_dim, hidden, positions = 16, 64, 1024, 1024
     precision = 0  # attnbwd_precision of our kernel, set by --precision
@@ -324,8 +342,11 @@ class EditAttentionBwd:
         B, T = self.dims(row)
         return {"B": B, "T": T}
 
+    flop_formula = "2 * (B*T*8*2^20 + 4*B*16*T*T*64)"
+
     def floor_flops(self, row):
-        """The spec's matrix work, 2 flops per multiply-add: four projection products and four attention ones."""
+        """The spec's matrix work ("Work that must be done"), 2 flops per multiply-add: the four projection
+        products (B*T*8*2^20 multiply-adds) and the four attention ones (4*B*16*T*T*64): flop_formula."""
         B, T = self.dims(row)
         return 2 * (B * T * 8 * 2**20 + 4 * B * self.heads * T * T * self.head_dim)
 
@@ -382,14 +403,16 @@ class EditAttentionBwd:
                   "dropout_mask": dropout_mask, "scale": scale, "dropout_p": p})
         return x
 
-    def make_ours(self, lib, row, inputs):
-        """Returns (zero-arg callable launching our kernel, list of the 8 output tensors, kernel info)."""
+    def make_ours(self, lib, row, inputs, precision=None):
+        """Returns (zero-arg callable launching our kernel, list of the 8 output tensors, kernel info). precision:
+        an attnbwd_precision (ours_fp16), else --precision's."""
         if not hasattr(lib.lib, "attnbwd_edit_attention_bwd"):
             raise RuntimeError(f"{lib.path} has no attnbwd_edit_attention_bwd")
         B, T = self.dims(row)
         p = inputs["dropout_p"]
+        precision = self.precision if precision is None else precision
         shape = Shape(problem=ATTNBWD_EDIT_ATTENTION_BWD, batch=B, heads=self.heads, seq_len=T,
-                      dropout=1 if p > 0 else 0, precision=self.precision)
+                      dropout=1 if p > 0 else 0, precision=precision)
         kernel, info = lib.get_kernel(shape)
         ws_bytes = lib.lib.attnbwd_edit_attention_workspace(kernel)
         info["workspace_bytes"] = ws_bytes
@@ -417,6 +440,7 @@ class EditAttentionBwd:
             return outs
 
         run.workspace = workspace  # alive as long as the launches
+        info["precision"] = {v: k for k, v in PRECISIONS.items()}.get(precision, str(precision))
         return run, outs, info
 
     def reference64(self, inputs):
@@ -487,6 +511,11 @@ def problem_for(row):
     return None
 
 
+def delay_for(prob, args):
+    """The spin before each timed iteration of the problem's workloads: --delay-cycles, else the problem's."""
+    return args.delay_cycles if args.delay_cycles is not None else prob.delay_cycles
+
+
 def tools_for(prob, tools):
     """The tools of --tools that the problem can run, or its default tools when --tools is not given."""
     if tools is None:
@@ -510,10 +539,16 @@ class Timer:
         self.warmup, self.iters = warmup, iters
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
         self.flush_buf = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
+        self._delay_us = {}  # cycles -> the spin's measured length
+        self.use_delay(delay_cycles)
+
+    def use_delay(self, delay_cycles):
+        """Spin delay_cycles before each timed iteration from now on (each problem has its own: see
+        PROBLEM_DELAY_CYCLES); its length is measured the first time."""
         self.delay_cycles = delay_cycles if hasattr(torch.cuda, "_sleep") else 0
-        self.delay_us = 0.0
-        if self.delay_cycles:
-            self.delay_us = self._events_us(lambda: torch.cuda._sleep(self.delay_cycles), 3, 10)[0]
+        if self.delay_cycles and self.delay_cycles not in self._delay_us:
+            self._delay_us[self.delay_cycles] = self._events_us(lambda: torch.cuda._sleep(self.delay_cycles), 3, 10)[0]
+        self.delay_us = self._delay_us.get(self.delay_cycles, 0.0)
 
     def flush(self):
         self.flush_buf.zero_()
@@ -568,19 +603,21 @@ def measure_same_bytes_copy(timer, nbytes):
     return time_copy(timer, max(1, nbytes // 2))[0]
 
 
-def measure_tf32_rate(timer, n=8192):
-    """An n x n x n torch.matmul with TF32 allowed, timed like everything else (3 warm-ups, median of 10).
-    Returns {"tf32_matmul_n", "tf32_us" (median), "tf32_tflops" (2 n^3 flops), "tf32_samples_us"}."""
-    a = torch.randn(n, n, device="cuda")
-    b = torch.randn(n, n, device="cuda")
-    c = torch.empty(n, n, device="cuda")
+def measure_matmul_rate(timer, precision, n=8192):
+    """An n x n x n torch.matmul, timed like everything else (3 warm-ups, median of 10): "tf32" on fp32 operands
+    with TF32 allowed, "fp16" on fp16 operands (cuBLAS accumulates in fp32). Returns {"<p>_matmul_n", "<p>_us"
+    (median), "<p>_tflops" (2 n^3 flops), "<p>_samples_us"}."""
+    dtype = torch.float16 if precision == "fp16" else torch.float32
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    c = torch.empty(n, n, device="cuda", dtype=dtype)
 
     def fn():
-        with tf32_matmul(True):
+        with tf32_matmul(precision == "tf32"):
             torch.matmul(a, b, out=c)
     med, samples, _ = timer._events_us(fn, 3, 10, before=timer.flush)
-    return {"tf32_matmul_n": n, "tf32_us": med, "tf32_tflops": 2 * n**3 / (med * 1e-6) / 1e12,
-            "tf32_samples_us": samples}
+    return {f"{precision}_matmul_n": n, f"{precision}_us": med, f"{precision}_tflops": 2 * n**3 / (med * 1e-6) / 1e12,
+            f"{precision}_samples_us": samples}
 
 
 def measure_minimal_kernel(timer):
@@ -600,6 +637,60 @@ def measure_minimal_kernel(timer):
     return min(found), results
 
 
+def kernel_summary(kernels, exclude, calls):
+    """Where a tool's device time goes. kernels: [(name, device us)], every kernel the profiler saw over `calls`
+    calls; exclude: names that are not the tool's (the flush and the spin). Shares are of the tool's summed kernel
+    time: the plan's lanes run kernels side by side, so the sum may pass the call's time. Returns {"top_kernel",
+    "top_share", "top_kernel_us" (a call's), "top_launches_per_call", "kernel_us_per_call", "kernels_per_call",
+    "kernels" (the five largest, [name, share])} or {"error"}. Kernels are told apart by name: the launches of one
+    name add up, as in torch.profiler's key_averages."""
+    total, launches = {}, {}
+    for name, us in kernels:
+        if name in exclude:
+            continue
+        total[name] = total.get(name, 0.0) + us
+        launches[name] = launches.get(name, 0) + 1
+    if not total or calls <= 0:
+        return {"error": "no kernel of the tool recorded"}
+    busy = sum(total.values())
+    ranked = sorted(total.items(), key=lambda kv: -kv[1])
+    top, top_us = ranked[0]
+    return {"top_kernel": top, "top_share": top_us / busy if busy > 0 else 1.0, "top_kernel_us": top_us / calls,
+            "top_launches_per_call": launches[top] / calls, "kernel_us_per_call": busy / calls,
+            "kernels_per_call": sum(launches.values()) / calls, "calls": calls,
+            "kernels": [[n, us / busy if busy > 0 else 0.0] for n, us in ranked[:5]]}
+
+
+def profiled_kernels(work, calls):
+    """[(name, device us)] of every GPU activity CUPTI records (torch.profiler) over `calls` calls of work."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            work()
+        torch.cuda.synchronize()
+    return [(e.name, e.time_range.elapsed_us()) for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+_flush_kernel_names = None  # the kernels of Timer.flush, recorded once: they are left out of a tool's profile
+
+
+def profile_tool(fn, timer, calls):
+    """kernel_summary of fn over `calls` calls, each after the cold-L2 flush as in the timing; a profiler that
+    fails leaves its message, not a failed tool."""
+    global _flush_kernel_names
+    try:
+        if _flush_kernel_names is None:
+            _flush_kernel_names = {name for name, _ in profiled_kernels(timer.flush, 2)}
+
+        def work():
+            timer.flush()
+            fn()
+        return kernel_summary(profiled_kernels(work, calls), _flush_kernel_names, calls)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
 # ----------------------------------------------------------------------------------------------
 # One workload
 # ----------------------------------------------------------------------------------------------
@@ -609,20 +700,47 @@ def summary(samples):
     return {"min": s[0], "p10": s[len(s) // 10], "p90": s[(len(s) * 9) // 10], "max": s[-1]}
 
 
+# A tool's name is its base (ours, eager, compile) and a suffix naming the precision of its matrix products.
+PRECISION_SUFFIXES = ("_tf32", "_fp16")
+
+
+def split_tool(tool):
+    """("compile", "_fp16") for compile_fp16; ("ours_graph", "") for ours_graph."""
+    for suffix in PRECISION_SUFFIXES:
+        if tool.endswith(suffix):
+            return tool[:-len(suffix)], suffix
+    return tool, ""
+
+
+def autocast_fp16(fn):
+    """fn under torch.autocast("cuda", torch.float16), its outputs cast back to the spec's fp32: autocast leaves
+    each product's result in fp16, and a drop-in replacement of the op returns what the spec says."""
+    def run(**kwargs):
+        with torch.autocast("cuda", dtype=torch.float16):
+            outs = fn(**kwargs)
+        return [o.float() for o in outs]
+    return run
+
+
 def make_tool(tool, prob, lib, row, inputs):
     """Returns (zero-arg callable, output after one run or None, extra info). The output is a tensor, or a list of
     tensors for a problem with several outputs. eager_tf32 / compile_tf32: eager / compile with
-    torch.backends.cuda.matmul.allow_tf32 = True around every call (eager and compile: PyTorch's default, False)."""
-    if tool == "ours":
+    torch.backends.cuda.matmul.allow_tf32 = True around every call (eager and compile: PyTorch's default, False);
+    eager_fp16 / compile_fp16: the reference under torch.autocast("cuda", torch.float16) (autocast_fp16).
+    ours_fp16: our kernel in ATTNBWD_PRECISION_FP16, whatever --precision says."""
+    base, suffix = split_tool(tool)
+    if base == "ours":
         if lib is None:
             raise RuntimeError("library not loaded")
-        fn, out, info = prob.make_ours(lib, row, inputs)
+        precision = PRECISIONS["fp16"] if suffix == "_fp16" else None
+        fn, out, info = prob.make_ours(lib, row, inputs, precision) if precision is not None \
+            else prob.make_ours(lib, row, inputs)
         for o in (out if isinstance(out, (list, tuple)) else [out]):
             o.fill_(float("nan"))
         fn()
         torch.cuda.synchronize()
         return fn, out, {"kernel": info}
-    if tool == "ours_graph":  # our call captured once in a CUDA graph, as a training loop's graph would hold it
+    if base == "ours_graph":  # our call captured once in a CUDA graph, as a training loop's graph would hold it
         fn, out, info = make_tool("ours", prob, lib, row, inputs)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
@@ -637,19 +755,19 @@ def make_tool(tool, prob, lib, row, inputs):
             return out
         replay.keep = fn  # the launch's workspace lives as long as the graph
         return replay, out, info
-    base, tf32 = (tool[:-len("_tf32")], True) if tool.endswith("_tf32") else (tool, None)
+    reference = autocast_fp16(prob.torch_fn) if suffix == "_fp16" else prob.torch_fn
     if base == "eager":
         def fn():
-            return prob.torch_fn(**inputs)
+            return reference(**inputs)
     elif base == "compile":
         torch._dynamo.reset()  # one compile per workload, never the recompile limit's eager fallback
-        compiled = torch.compile(prob.torch_fn, dynamic=False)
+        compiled = torch.compile(reference, dynamic=False)
 
         def fn():
             return compiled(**inputs)
     else:
         raise ValueError(f"unknown tool {tool}")
-    if tf32:
+    if suffix == "_tf32":
         plain = fn
 
         def fn():
@@ -661,15 +779,37 @@ def make_tool(tool, prob, lib, row, inputs):
     return fn, out, {"compile_seconds": time.perf_counter() - t0} if base == "compile" else {}
 
 
-def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_tflops=None):
+def floors(prob, row, copy_gbs, rates):
+    """The floor columns of a workload: floor_bytes, floor_us; with matrix work (problem 2) also floor_flops, the
+    memory and matrix parts and, with an fp16 rate in rates, floor_fp16_us. rates: {"tf32": TFLOP/s, "fp16":
+    TFLOP/s}, as measured in the run. floor = max(matrix work / rate, bytes / copy bandwidth)."""
     floor_bytes = prob.floor_bytes(row)
-    floor_us = floor_bytes / (copy_gbs * 1e9) * 1e6
+    memory_us = floor_bytes / (copy_gbs * 1e9) * 1e6
+    out = {"floor_bytes": floor_bytes, "floor_us": memory_us}
     floor_flops = prob.floor_flops(row) if hasattr(prob, "floor_flops") else None
-    matrix = {}
-    if floor_flops:  # matrix work too: floor = max(matrix work / TF32 rate, bytes / copy bandwidth)
-        matrix = {"floor_flops": floor_flops, "floor_memory_us": floor_us, "tf32_tflops": tf32_tflops,
-                  "floor_matrix_us": floor_flops / (tf32_tflops * 1e12) * 1e6 if tf32_tflops else None}
-        floor_us = max(floor_us, matrix["floor_matrix_us"] or 0.0)
+    if not floor_flops:
+        return out
+    tf32, fp16 = rates.get("tf32"), rates.get("fp16")
+    out.update({"floor_flops": floor_flops, "floor_memory_us": memory_us, "tf32_tflops": tf32,
+                "floor_matrix_us": floor_flops / (tf32 * 1e12) * 1e6 if tf32 else None})
+    out["floor_us"] = max(memory_us, out["floor_matrix_us"] or 0.0)
+    if fp16:
+        out.update({"fp16_tflops": fp16, "floor_matrix_fp16_us": floor_flops / (fp16 * 1e12) * 1e6})
+        out["floor_fp16_us"] = max(memory_us, out["floor_matrix_fp16_us"])
+    return out
+
+
+def tool_precision(tool, ours_precision):
+    """The precision of a tool's matrix products: fp32, tf32 or fp16 (ours and ours_graph: --precision's)."""
+    base, suffix = split_tool(tool)
+    if suffix:
+        return suffix[1:]
+    return ours_precision if base.startswith("ours") else "fp32"
+
+
+def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, rates=None):
+    f = floors(prob, row, copy_gbs, rates or {})
+    floor_bytes, floor_us, floor_flops = f["floor_bytes"], f["floor_us"], f.get("floor_flops")
     tools = tools_for(prob, args.tools)
     rec = {
         "index": index,
@@ -678,12 +818,11 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_
         "axes": prob.axes(row),
         "uuid": row.get("uuid"),
         "tolerance": row.get("tolerance"),
-        "floor_bytes": floor_bytes,
-        "floor_us": floor_us,
-        **matrix,
+        **f,
         "reachable_us": max(floor_us, minimal_us),
         "tools": {},
     }
+    rec["delay_cycles"], rec["delay_us"] = timer.delay_cycles, timer.delay_us
     if not floor_flops and args.same_bytes_copy:  # memory-bound: what a copy of the same bytes takes
         rec["copy_same_bytes_us"] = measure_same_bytes_copy(timer, floor_bytes)
         torch.cuda.empty_cache()
@@ -709,6 +848,11 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_
                     t["copy_fraction"] = rec["copy_same_bytes_us"] / med
                 if floor_flops:
                     t["tflops"] = floor_flops / (med * 1e-6) / 1e12
+                    t["precision"] = tool_precision(tool, args.precision)
+                    if t["precision"] == "fp16" and rec.get("floor_fp16_us"):
+                        t["floor_fp16_fraction"] = rec["floor_fp16_us"] / med
+                if args.profile:  # every tool: a peer's summed kernel time against its time shows host gaps
+                    t["profile"] = profile_tool(fn, timer, args.profile_calls)
                 if timer.delay_cycles and host_us > timer.delay_us + med:
                     # the host took longer per iteration than the GPU: its overhead may be in the times
                     t["host_bound_warning"] = True
@@ -729,6 +873,12 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, tf32_
                 line += f"  {t['copy_fraction']:6.3f} of a same-bytes copy ({rec['copy_same_bytes_us']:.1f} us)"
             if "tflops" in t:
                 line += f"  {t['tflops']:6.1f} TFLOP/s"
+            if (t.get("profile") or {}).get("top_kernel"):
+                pr = t["profile"]
+                line += (f"  most: {pr['top_kernel'][:60]} {pr['top_share']:.0%} of {pr['kernels_per_call']:g} "
+                         f"kernels, {pr['kernel_us_per_call']:.1f} us of kernels")
+            elif (t.get("profile") or {}).get("error"):
+                line += f"  profile: {t['profile']['error'][:200]}"
             if "check" in t:
                 c = t["check"]
                 line += f"  check {'pass' if c['pass'] else 'FAIL'} ({c['match_ratio']:.5f}, max abs {c['max_abs_err']:.2e})"
@@ -767,15 +917,20 @@ def tool_value(rec, tool, key):
     return t.get(key) if t else None
 
 
-def ours_pass(rec):
-    t = rec["tools"].get("ours")
+def tool_check(rec, tool):
+    """The tool's verdict under the public rule: pass, FAIL, ERROR (did not run), n/c (not checked) or -."""
+    t = rec["tools"].get(tool)
     if t is None:
         return "-"
-    if not t.get("ok"):
+    if not t.get("ok") and "check" not in t:
         return "ERROR"
     if "check" not in t:
         return "n/c"
     return "pass" if t["check"]["pass"] else "FAIL"
+
+
+def ours_pass(rec):
+    return tool_check(rec, "ours")
 
 
 def aggregate(records, tools):
@@ -802,6 +957,12 @@ def aggregate(records, tools):
         g["floor_memory_us"] = geomean([r.get("floor_memory_us") for r in records])
         for tool in tools:
             g[f"{tool}_tflops"] = geomean([tool_value(r, tool, "tflops") for r in records])
+            g[f"{tool}_floor_fp16_fraction"] = geomean([tool_value(r, tool, "floor_fp16_fraction") for r in records])
+        g["floor_fp16_us"] = geomean([r.get("floor_fp16_us") for r in records])
+    for tool in tools:  # every tool's checks, failures included: a peer that fails the rule is reported as such
+        verdicts = [tool_check(r, tool) for r in records]
+        g[f"{tool}_passed"] = verdicts.count("pass")
+        g[f"{tool}_checked"] = verdicts.count("pass") + verdicts.count("FAIL")
     checked = [r for r in records if "ours" in r["tools"]]
     g["ours_passed"] = sum(1 for r in checked if ours_pass(r) == "pass")
     g["ours_checked"] = sum(1 for r in checked if "check" in r["tools"]["ours"])
@@ -827,6 +988,15 @@ def fmt(v, spec):
     return format(v, spec) if v is not None else "-"
 
 
+def time_cell(rec, tool):
+    """The tool's median time, "FAIL" after it when its output failed the check; "failed" when it did not run."""
+    if tool not in rec["tools"]:
+        return "-"
+    if not tool_value(rec, tool, "ok"):
+        return "failed"
+    return fmt(tool_value(rec, tool, "us"), ".1f") + (" FAIL" if tool_check(rec, tool) == "FAIL" else "")
+
+
 def print_table(records, agg, tools, label_name="B,H,T,p"):
     flops = any("floor_flops" in r for r in records)  # problem 2: achieved TFLOP/s per tool instead of GB/s
     copy = not flops and all("copy_same_bytes_us" in r for r in records)
@@ -840,8 +1010,7 @@ def print_table(records, agg, tools, label_name="B,H,T,p"):
     for r in records:
         cells = [r["label"], fmt(r["floor_us"], ".1f"), fmt(r["reachable_us"], ".1f")]
         cells += [fmt(r["copy_same_bytes_us"], ".1f")] if copy else []
-        cells += [fmt(tool_value(r, t, "us"), ".1f") if tool_value(r, t, "ok") else "failed"
-                  if t in r["tools"] else "-" for t in tools]
+        cells += [time_cell(r, t) for t in tools]
         cells += [fmt(tool_value(r, "ours", "floor_fraction"), ".3f")]
         if flops:
             cells += [fmt(tool_value(r, t, "tflops"), ".1f") for t in tools] + [ours_pass(r), ours_worst(r)]
@@ -878,7 +1047,14 @@ def print_table(records, agg, tools, label_name="B,H,T,p"):
             print(f"geomean fraction of floor, {t}: {agg[f'{t}_floor_fraction']:.3f}")
     if flops:
         print(f"floor = max(matrix work / TF32 rate, bytes / copy bandwidth); geomeans: matrix "
-              f"{fmt(agg.get('floor_matrix_us'), '.1f')} us, memory {fmt(agg.get('floor_memory_us'), '.1f')} us")
+              f"{fmt(agg.get('floor_matrix_us'), '.1f')} us, memory {fmt(agg.get('floor_memory_us'), '.1f')} us"
+              + (f"; with the fp16 rate {agg['floor_fp16_us']:.1f} us" if agg.get("floor_fp16_us") else ""))
+        for t in tools:
+            if agg.get(f"{t}_floor_fp16_fraction") is not None:
+                print(f"geomean fraction of the fp16 floor, {t}: {agg[f'{t}_floor_fp16_fraction']:.3f}")
+    checks = [f"{t} {agg[f'{t}_passed']}/{agg[f'{t}_checked']}" for t in tools if agg.get(f"{t}_checked")]
+    if checks:
+        print("passing the public rule: " + ", ".join(checks))
 
 
 def draw_axes(ax, records, tools, label_name):
@@ -959,8 +1135,10 @@ def select(rows, only):
     return list(enumerate(rows))[: int(only)]
 
 
-ALL_TOOLS = ("ours", "ours_graph", "eager", "compile", "eager_tf32", "compile_tf32")
-PRECISIONS = {"tf32": 0, "fp32": 1}  # enum attnbwd_precision
+ALL_TOOLS = ("ours", "ours_fp16", "ours_graph", "eager", "compile", "eager_tf32", "compile_tf32", "eager_fp16",
+             "compile_fp16")
+PRECISIONS = {"tf32": 0, "fp32": 1, "fp16": 2}  # enum attnbwd_precision
+QUICK = {"only": "3", "iters": 10, "warmup": 3}  # --quick: these, where not given
 
 
 def parse_args(argv=None):
@@ -970,24 +1148,38 @@ def parse_args(argv=None):
                     help="workload files (JSON lines)")
     ap.add_argument("--lib", default="build/libattnbwd.so", help="path of libattnbwd.so")
     ap.add_argument("--tools", default=None,
-                    help="comma list of " + ",".join(ALL_TOOLS) + " (default: each problem's own: problem 1 "
+                    help="all, or a comma list of " + ",".join(ALL_TOOLS) + " (default: each problem's own: problem 1 "
                          "ours,eager,compile; problem 2 ours,eager,eager_tf32,compile_tf32); a problem skips those "
                          "it has not")
     ap.add_argument("--precision", default="tf32", choices=sorted(PRECISIONS),
                     help="problem 2: precision of our kernel's matrix products")
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--iters", type=int, default=None, help="timed iterations, the median reported (50)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed iterations before them (10)")
     ap.add_argument("--only", default=None, help="N: the first N workloads; i,j,k: those (from 0)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a try: --only 3 --iters 10 --warmup 3, each where not given")
+    ap.add_argument("--profile", action="store_true",
+                    help="each tool: the kernel that takes the most of its time, and its summed kernel time "
+                         "(torch.profiler around a few calls, each after the flush)")
+    ap.add_argument("--profile-calls", type=int, default=5, help="calls under the profiler (--profile)")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="no GPU or PyTorch: print the workloads, the tools each runs and its work, then stop")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     ap.add_argument("--seed", type=int, default=0, help="workload i draws its inputs with seed+i")
     ap.add_argument("--copy-gib", type=float, default=4.0, help="size of the bandwidth copy's source")
     ap.add_argument("--no-same-bytes-copy", dest="same_bytes_copy", action="store_false",
                     help="memory-bound problems: skip timing a copy of each workload's floor bytes")
-    ap.add_argument("--delay-cycles", type=int, default=1_000_000,
+    ap.add_argument("--delay-cycles", type=int, default=None,
                     help="GPU spin between flush and start event that hides host overhead (0: none)")
     ap.add_argument("--json", default=os.path.join(out_dir, "bench.json") if out_dir else "bench.json")
     ap.add_argument("--png", default=os.path.join(out_dir, "bench.png") if out_dir else None)
     args = ap.parse_args(argv)
+    defaults = dict(QUICK) if args.quick else {"iters": 50, "warmup": 10}
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    if args.tools == "all":  # every tool each problem has
+        args.tools = ",".join(ALL_TOOLS)
     if args.tools is not None:
         args.tools = [t.strip() for t in args.tools.split(",") if t.strip()]
         for t in args.tools:
@@ -996,15 +1188,8 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if not torch.cuda.is_available():
-        sys.exit("no CUDA device")
-    torch.cuda.init()
-    props = torch.cuda.get_device_properties(0)
-    print(f"device: {props.name}, {props.multi_processor_count} SMs, L2 {props.L2_cache_size >> 20} MiB, "
-          f"torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
-
+def plan(args):
+    """(selected [(index, row, problem or None)], the problems met in order, the tools of the run)."""
     rows = load_rows(args.suites)
     selected = [(index, row, problem_for(row)) for index, row in select(rows, args.only)]
     used = []  # the problems of the selected workloads, in order
@@ -1016,6 +1201,50 @@ def main(argv=None):
         tools = []
         for prob in used:
             tools += [t for t in tools_for(prob, None) if t not in tools]
+    return selected, used, tools
+
+
+SPIN_CLOCK_GHZ = 1.98  # the H100's and H200's boost clock: --dry-run's estimate of the spin's length
+
+
+def dry_run(args):
+    """What a run would do, without a GPU: per workload its problem, tools and work; then the launches and the
+    spin time they cost at least. Returns 0."""
+    selected, _, _ = plan(args)
+    runs = compiles = 0
+    spin_s = 0.0
+    for index, row, prob in selected:
+        if prob is None:
+            print(f"[{index}] no problem knows axes {row.get('axes')}; skipped")
+            continue
+        ts = tools_for(prob, args.tools)
+        runs += len(ts)
+        spin_s += len(ts) * (args.warmup + args.iters) * delay_for(prob, args) / (SPIN_CLOCK_GHZ * 1e9)
+        compiles += sum(1 for t in ts if t.startswith("compile"))
+        work = f"floor bytes {prob.floor_bytes(row)}"
+        if hasattr(prob, "floor_flops"):
+            work += f", matrix flops {prob.floor_flops(row)} = {prob.flop_formula}"
+        print(f"[{index}] {prob.name} {prob.label(row)}: {','.join(ts) or '(no tool)'}; {work}")
+    print(f"{runs} tool runs ({compiles} torch.compile), {args.warmup} + {args.iters} iterations each: "
+          f"{runs * (args.warmup + args.iters)} timed iterations, at least {spin_s:.0f} s of spin (at "
+          f"{SPIN_CLOCK_GHZ} GHz); profile: {'on' if args.profile else 'off'}")
+    return 0
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.dry_run:
+        return dry_run(args)
+    if torch is None:
+        sys.exit("bench.py needs PyTorch (pip install torch); --dry-run does not")
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device")
+    torch.cuda.init()
+    props = torch.cuda.get_device_properties(0)
+    print(f"device: {props.name}, {props.multi_processor_count} SMs, L2 {props.L2_cache_size >> 20} MiB, "
+          f"torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
+
+    selected, used, tools = plan(args)
     for prob in used:
         if hasattr(prob, "precision"):
             prob.precision = PRECISIONS[args.precision]
@@ -1032,43 +1261,49 @@ def main(argv=None):
             lib_error = str(e)
             print(f"cannot use the library: {e}", file=sys.stderr)
 
-    timer = Timer(args.warmup, args.iters, args.delay_cycles)
-    print(f"launch-hiding spin before each timed iteration: {timer.delay_cycles} cycles = {timer.delay_us:.0f} us",
-          flush=True)
+    timer = Timer(args.warmup, args.iters, delay_for(PROBLEMS[0], args))
     copy_gbs, copy_us, copy_samples = measure_copy_bandwidth(timer, args.copy_gib)
     torch.cuda.empty_cache()  # give the copy's buffers back
     minimal_us, minimal_all = measure_minimal_kernel(timer)
     print(f"copy bandwidth {copy_gbs:.0f} GB/s ({args.copy_gib:g} GiB in {copy_us:.1f} us, read + write); "
           f"minimal kernel {minimal_us:.2f} us {minimal_all}", flush=True)
-    tf32 = None
-    if any(hasattr(prob, "floor_flops") for prob in used):  # problem 2: matrix work too
-        tf32 = measure_tf32_rate(timer)
-        torch.cuda.empty_cache()
-        print(f"TF32 matmul {tf32['tf32_tflops']:.0f} TFLOP/s ({tf32['tf32_matmul_n']}^3 in {tf32['tf32_us']:.1f} us); "
+    matmul = {}  # problem 2: matrix work too, its floor at the TF32 and at the fp16 rate
+    if any(hasattr(prob, "floor_flops") for prob in used):
+        for precision in ("tf32", "fp16"):
+            matmul.update(measure_matmul_rate(timer, precision))
+            torch.cuda.empty_cache()
+        print(f"TF32 matmul {matmul['tf32_tflops']:.0f} TFLOP/s ({matmul['tf32_matmul_n']}^3 in "
+              f"{matmul['tf32_us']:.1f} us), fp16 {matmul['fp16_tflops']:.0f} TFLOP/s; "
               f"problem 2 precision {args.precision}", flush=True)
+    rates = {p: matmul[f"{p}_tflops"] for p in ("tf32", "fp16") if f"{p}_tflops" in matmul}
 
     records = []
+    spin_shown = None
     for index, row, prob in selected:
         if prob is None:
             print(f"workload {index}: no problem knows axes {row.get('axes')}; skipped", file=sys.stderr)
             continue
+        if spin_shown != delay_for(prob, args):
+            timer.use_delay(delay_for(prob, args))
+            spin_shown = timer.delay_cycles
+            print(f"launch-hiding spin before each timed iteration of {prob.name}: {timer.delay_cycles} cycles = "
+                  f"{timer.delay_us:.0f} us", flush=True)
         print(f"[{index}] {prob.name} {prob.label(row)}", flush=True)
-        records.append(run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us,
-                                    tf32["tf32_tflops"] if tf32 else None))
+        records.append(run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, rates))
 
     groups = group_by_problem(records)
     if len(groups) <= 1:
         prob = groups[0][0] if groups else (used[0] if used else PROBLEMS[0])
-        agg = aggregate(records, tools_for(prob, tools))
-        print_table(records, agg, tools_for(prob, tools), prob.label_name)
+        agg = aggregate(records, tools_for(prob, args.tools))
+        print_table(records, agg, tools_for(prob, args.tools), prob.label_name)
         by_problem = None
     else:
         agg = aggregate(records, tools)
         by_problem = {}
         for prob, recs in groups:
             print(f"\n{prob.name}:")
-            by_problem[prob.name] = aggregate(recs, tools_for(prob, tools))
-            print_table(recs, by_problem[prob.name], tools_for(prob, tools), prob.label_name)
+            by_problem[prob.name] = aggregate(recs, tools_for(prob, args.tools))
+            print_table(recs, by_problem[prob.name], tools_for(prob, args.tools), prob.label_name)
 
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -1088,7 +1323,7 @@ def main(argv=None):
         "seed": args.seed,
         "method": "cold L2 (2x L2 buffer zeroed) before every iteration, then a GPU spin that hides host "
                   "launch overhead; device time from CUDA events around the tool's work alone; median",
-        "delay_cycles": timer.delay_cycles,
+        "delay_cycles": timer.delay_cycles,  # the last problem's; each workload has its own
         "delay_us": timer.delay_us,
         "copy_bytes": int(2 * int(args.copy_gib * (1 << 30))),
         "copy_us": copy_us,
@@ -1099,9 +1334,12 @@ def main(argv=None):
         "geomean": agg,
         "workloads": records,
     }
-    if tf32:
-        result.update(tf32)
+    if matmul:
+        result.update(matmul)
         result["precision"] = args.precision
+        result["flop_formula"] = EditAttentionBwd.flop_formula + " (the spec's matrix work, 2 flops a multiply-add)"
+    result["profile"] = ({"calls": args.profile_calls, "method": "torch.profiler (CUPTI), CUDA activities, each "
+                          "call after the flush; shares of the tool's summed kernel time"} if args.profile else None)
     if by_problem:
         result["geomean_by_problem"] = by_problem
     if args.json:
@@ -1111,7 +1349,7 @@ def main(argv=None):
         print(f"wrote {args.json}")
     if args.png:
         try:
-            draw_png(args.png, [(recs, tools_for(prob, tools), prob.label_name) for prob, recs in groups])
+            draw_png(args.png, [(recs, tools_for(prob, args.tools), prob.label_name) for prob, recs in groups])
             print(f"wrote {args.png}")
         except Exception as e:
             print(f"png not drawn: {e}", file=sys.stderr)

@@ -4,8 +4,9 @@
     python3 bench/plot.py times docs/benchmarks_edit.json docs/benchmarks_edit.png
     python3 bench/plot.py speedup docs/speedup.png docs/benchmarks.json docs/benchmarks_edit.json ...
 
-`times`: one bar group per workload: our time, torch.compile's and the floor, on a log scale, with
-torch.compile's time over ours written above each group. `speedup`: torch.compile's time over ours per
+`times`: one bar group per workload on a log scale: our time (and our fp16 mode's), torch.compile's with TF32
+(problem 2; fp32 for problem 1) and under fp16 autocast where the JSON has them, and the floor, with
+torch.compile's time over ours written above each group; a tool that failed the public rule is hatched. `speedup`: torch.compile's time over ours per
 workload, one row of points per JSON file (problem and GPU), the README's one picture.
 
 Needs matplotlib (`pip install matplotlib`); no GPU or PyTorch. The JSON says which GPU, date and tools.
@@ -56,30 +57,63 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def tool_failed(record, name):
+    """True where the tool ran but its output failed the public rule (its bar is hatched, not dropped)."""
+    check = (record["tools"].get(name) or {}).get("check")
+    return bool(check) and not check.get("pass")
+
+
+# The bars of `times`, in order, where the JSON has them: (tool, label, colour).
+TIME_BARS = (("ours", "attnbwd ({precision})", "tab:blue"),
+             ("ours_fp16", "attnbwd (fp16)", "tab:cyan"),
+             ("compile_tf32", "torch.compile (TF32)", "tab:orange"),
+             ("compile", "torch.compile (fp32)", "tab:orange"),
+             ("compile_fp16", "torch.compile (fp16 autocast)", "tab:red"))
+
+
+def time_bars(data):
+    """[(tool, label, colour)] of TIME_BARS that the JSON ran; problem 2's fp32 compile only without the TF32 one."""
+    ran = [b for b in TIME_BARS if b[0] in data["tools"]]
+    if any(b[0] == "compile_tf32" for b in ran):
+        ran = [b for b in ran if b[0] != "compile"]
+    precision = data.get("precision") or "fp32"
+    return [(t, label.format(precision=precision), colour) for t, label, colour in ran]
+
+
 def plot_times(data, path, plt):
     ctool = compile_tool(data)
     records = data["workloads"]
-    ours = [tool_us(r, "ours") for r in records]
-    comp = [tool_us(r, ctool) for r in records]
+    bars = time_bars(data)
     floor = [r["floor_us"] for r in records]
-    xs = range(len(records))
-    width = 0.27
-    fig, ax = plt.subplots(figsize=(max(8, 0.75 * len(records) + 2), 5))
-    ax.bar([x - width for x in xs], [v or 0 for v in ours], width, label="attnbwd", color="tab:blue")
-    ax.bar(list(xs), [v or 0 for v in comp], width, label="torch.compile", color="tab:orange")
-    ax.bar([x + width for x in xs], floor, width, label="floor", color="tab:gray")
-    for x, o, c in zip(xs, ours, comp):
+    xs = list(range(len(records)))
+    width = 0.8 / (len(bars) + 1)
+    fig, ax = plt.subplots(figsize=(max(10, 0.3 * (len(bars) + 1) * len(records) + 2), 5))
+    failed_any = False
+    for k, (name, label, colour) in enumerate(bars):
+        offset = (k - len(bars) / 2) * width
+        ys = [tool_us(r, name) or 0 for r in records]
+        hatch = ["xx" if tool_failed(r, name) else None for r in records]
+        failed_any = failed_any or any(hatch)
+        for x, y, h in zip(xs, ys, hatch):
+            ax.bar(x + offset, y, width, color=colour, hatch=h, edgecolor="black" if h else colour,
+                   label=label if x == 0 else None)
+    ax.bar([x + len(bars) / 2 * width for x in xs], floor, width, label="floor (TF32)", color="tab:gray")
+    for x, r in zip(xs, records):
+        o, c = tool_us(r, "ours"), tool_us(r, ctool)
         if o and c:
-            ax.annotate(f"{c / o:.2f}x", (x, max(o, c)), textcoords="offset points", xytext=(0, 3),
-                        ha="center", fontsize=7)
+            top = max(tool_us(r, name) or 0 for name, _, _ in bars)
+            ax.annotate(f"{c / o:.2f}x", (x, top), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7)
     ax.set_yscale("log")
-    ax.set_xticks(list(xs))
+    ax.set_xticks(xs)
     ax.set_xticklabels([r["label"] for r in records], rotation=60, ha="right", fontsize=8)
     ax.set_xlabel("workload (" + ("B,T" if records and "floor_flops" in records[0] else "B,H,T,p") + ")")
     ax.set_ylabel("device time, us (log scale; median, cold L2)")
-    ax.set_title(f"{title(data)}: geomean {geomean(ours):.1f} us against torch.compile's "
-                 f"{geomean(comp):.1f} (speedup above each workload)", fontsize=10)
-    ax.legend(loc="upper left", fontsize=8)
+    means = ", ".join(f"{label} {geomean([tool_us(r, name) for r in records]):.1f}" for name, label, _ in bars)
+    ax.set_title(f"{title(data)}\ngeomean us: {means}\nabove each workload: {ctool} time / attnbwd time"
+                 + ("; hatched: failed the public rule" if failed_any else ""), fontsize=8)
+    low, high = ax.get_ylim()
+    ax.set_ylim(low, high * 4)  # room for the legend above the bars (log scale)
+    ax.legend(loc="upper left", fontsize=8, ncol=len(bars) + 1)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
