@@ -73,19 +73,23 @@ static void planner_launches_checked(void **state) {
         const char *launch, *edit, *expect[3];
     } cases[] = {
         {"bias_final", "table.remove(args)",
-         {"launch bias_final has 2 argument(s)", "templates/edit_attention_bwd.cu's edit_attention_bwd_B2_T129_p0_bias_final",
+         {"launch bias_final has 2 argument(s)",
+          "templates/edit_attention_bwd.cu's edit_attention_bwd_B2_T129_p0_bias_final",
           "takes 3 (partials, grad_within_edit_bias, grad_cross_edit_bias)"}},
-        {"colsum_final", "args[#args + 1] = 'i32:1'", {"launch colsum_final has 5 argument(s)", "takes 4", "colsum.cu"}},
+        {"colsum_final", "args[#args + 1] = 'i32:1'",
+         {"launch colsum_final has 5 argument(s)", "takes 4", "colsum.cu"}},
         {"bias_final", "args[2] = 'f32:one'",
          {"launch bias_final: argument 2 is \"f32:one\"", "`float *__restrict__ grad_within_edit_bias`",
           "takes out:NAME, ws:BYTES or null"}},
         /* an input where the kernel writes */
         {"bias_grads", "args[3] = 'in:attention_output'",
          {"argument 3 is \"in:attention_output\"", "`float *__restrict__ grad_edit_region_bias`", "writes through it"}},
-        {"colsum_partial", "args[3] = 'i32:' .. args[3]:sub(5)", {"argument 3 is \"i32:", "`long long rows`", "takes i64:N"}},
+        {"colsum_partial", "args[3] = 'i32:' .. args[3]:sub(5)",
+         {"argument 3 is \"i32:", "`long long rows`", "takes i64:N"}},
         /* the pass on wgmma: its list is the macro FW_PASS_PARAMS of attention_wg.cu */
         {"attention_wg", "args[1] = 'in:query'",
-         {"argument 1 is \"in:query\"", "templates/attention_wg_kernel.cu's", "tc::tma_map map_ga` there, which takes tmap:"}},
+         {"argument 1 is \"in:query\"", "templates/attention_wg_kernel.cu's",
+          "tc::tma_map map_ga` there, which takes tmap:"}},
         {"attention_wg", "args[16] = 'i64:0'", {"argument 16 is \"i64:0\"", "out0", "null"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -104,7 +108,11 @@ static void reader_follows_the_preprocessor(void **state) {
     lua_State *L = gen_new_lua(0);
     assert_non_null(L);
     assert_int_equal(run(L, "sig = require 'kernel_signatures'\n"
-                            "function source(text) local r = sig.reader(); sig.read(r, text, 'test.cu'); return r end\n"),
+                            "function source(text)\n"
+                            "  local r = sig.reader()\n"
+                            "  sig.read(r, text, 'test.cu')\n"
+                            "  return r\n"
+                            "end\n"),
                      ATTNBWD_OK);
     const char *src =
         "local r = source([[\n"
@@ -126,8 +134,8 @@ static void reader_follows_the_preprocessor(void **state) {
         "extern \"C\" __global__ void uses(ARCH_LIST) {}\n"
         "]])\n";
     char code[4096];
-    snprintf(code, sizeof code, "%s sig.check(r, 'k', 'k', { 'in:x', 'i64:7', 'tmap:1:1:1:1:1:0:ws:0', 'ws:0', 'i32:-1' }, '')",
-             src);
+    snprintf(code, sizeof code,
+             "%s sig.check(r, 'k', 'k', { 'in:x', 'i64:7', 'tmap:1:1:1:1:1:0:ws:0', 'ws:0', 'i32:-1' }, '')", src);
     assert_int_equal(run(L, code), ATTNBWD_OK);
     static const struct {
         const char *check, *expect;
@@ -144,7 +152,8 @@ static void reader_follows_the_preprocessor(void **state) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         snprintf(code, sizeof code, "%s %s", src, bad[i].check);
         assert_int_equal(run(L, code), ATTNBWD_ERR_LUA);
-        if (!strstr(attnbwd_last_error(), bad[i].expect)) fail_msg("no \"%s\" in: %s", bad[i].expect, attnbwd_last_error());
+        if (!strstr(attnbwd_last_error(), bad[i].expect))
+            fail_msg("no \"%s\" in: %s", bad[i].expect, attnbwd_last_error());
     }
     lua_close(L);
 }
