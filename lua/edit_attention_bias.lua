@@ -52,7 +52,7 @@ function M.after_pass(f)
     M.within_cross(f)
   else
     if f.zero_early then p.wait("bias_zero") end -- long done; orders the two writers of the output
-    p.bias_sums(f.gs_direct and "i64:0" or f.gs, f.zero_early and f.T or POS, f.gsinv) -- gs_direct: read in place
+    p.bias_sums(f.gs_direct and "null" or f.gs, f.zero_early and f.T or POS, f.gsinv) -- gs_direct: read in place
   end
 end
 

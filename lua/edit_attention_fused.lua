@@ -34,8 +34,8 @@ local function reserve_workspace(f)
   f.gs = f.gs_direct and "out:grad_edit_region_bias" or p.wsp("gs")
   p.reserve("gan", f.gs_half and B * H * T or 0)
   p.reserve("gsinv", f.gs_half and B * H * f.NJ or 0)
-  f.gan = f.gs_half and p.wsp("gan") or "i64:0"
-  f.gsinv = f.gs_half and p.wsp("gsinv") or "i64:0"
+  f.gan = f.gs_half and p.wsp("gan") or "null"
+  f.gsinv = f.gs_half and p.wsp("gsinv") or "null"
   p.reserve("biaspart", H * POS * 2)
   p.reserve("colpart_out", COL_SPLIT * HID)
   p.reserve("colpart_qkv", COL_SPLIT * QKV)

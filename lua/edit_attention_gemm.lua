@@ -40,7 +40,7 @@ local function tma_product(f, g, paired)
   local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn, GEMM_BK) .. bind(g.b)
                 or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK) .. wsp("tB_" .. g.name)
   local out = split and wsp("splitk_" .. g.name) or bind(g.c)
-  local colsum = not sums and "i64:0" or g.choice.splits > 1 and wsp(g.bias_part) or g.bias -- a row per slice
+  local colsum = not sums and "null" or g.choice.splits > 1 and wsp(g.bias_part) or g.bias -- a row per slice
   return values, { map_a .. bind(g.a), map_b, out, colsum }, sums
 end
 -- After a product on its lane: the reduce of its K slices, its column sums' last step.

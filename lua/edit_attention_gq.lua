@@ -55,7 +55,7 @@ function M.launch(f)
     })
     if f.red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
     p.kernel("grad_query", { ceil_div(T, w.bn), 1, ceil_div(B, pairs) * H },
-             { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "i64:0" },
+             { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "null" },
              { w.bm // 64 * 128 * pairs, 1, 1 }, gq_smem())
   else
     local c = GEMM_CONFIGS[3]

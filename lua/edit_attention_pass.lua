@@ -31,7 +31,7 @@ function M.launch(f)
     p.kernel("attention_wg", grid,
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p",
-             "in:edit_region_mask", wsp("wcpart"), f.red_out0 and "out:grad_edit_region_bias" or "i64:0" }, nil,
+             "in:edit_region_mask", wsp("wcpart"), f.red_out0 and "out:grad_edit_region_bias" or "null" }, nil,
            attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb, items > 1 and 1 or 0))
   else
     p.kernel("attention", { NJ, B * H, 1 },

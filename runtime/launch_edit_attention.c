@@ -92,11 +92,11 @@ static attnbwd_status check_memory(attnbwd_kernel *k, const attnbwd_edit_attenti
 
 /* One argument of a launch as the plan spells it, parsed once (see
  * lua/edit_attention_builder.lua): "in:NAME" / "out:NAME" a pointer of the
- * args struct, "ws:BYTES" a workspace offset, "f32:scale", "f32:dropout_p",
+ * args struct, "ws:BYTES" a workspace offset, "null", "f32:scale", "f32:dropout_p",
  * "f32:one", "i32:N", "i64:N", "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:PTR"
  * a TMA tensor map over the matrix at PTR (an in:, out: or ws: spec),
  * encoded at each launch since the pointer is the caller's. */
-typedef enum { ARG_FIELD, ARG_WORKSPACE, ARG_SCALE, ARG_DROPOUT_P, ARG_ONE, ARG_I32, ARG_I64, ARG_TMAP } arg_kind;
+typedef enum { ARG_FIELD, ARG_WORKSPACE, ARG_NULL, ARG_SCALE, ARG_DROPOUT_P, ARG_ONE, ARG_I32, ARG_I64, ARG_TMAP } arg_kind;
 struct launch_arg {
     arg_kind kind;
     arg_kind base;      /* ARG_TMAP: ARG_FIELD or ARG_WORKSPACE, at offset */
@@ -154,7 +154,8 @@ static int parse_arg(const char *spec, launch_arg *a) {
     memset(a, 0, sizeof *a);
     if (!strncmp(spec, "tmap:", 5)) return parse_tensor_map(spec, a);
     if (parse_pointer(spec, &a->kind, &a->offset)) return 1;
-    if (!strcmp(spec, "f32:scale")) a->kind = ARG_SCALE;
+    if (!strcmp(spec, "null")) a->kind = ARG_NULL;
+    else if (!strcmp(spec, "f32:scale")) a->kind = ARG_SCALE;
     else if (!strcmp(spec, "f32:dropout_p")) a->kind = ARG_DROPOUT_P;
     else if (!strcmp(spec, "f32:one")) a->kind = ARG_ONE;
     else if (!strncmp(spec, "i64:", 4) && parse_int(spec + 4, LLONG_MIN, LLONG_MAX, &v)) a->kind = ARG_I64;
@@ -201,6 +202,7 @@ static attnbwd_status bind(const attnbwd_edit_attention_args *args, const launch
     switch (a->kind) {
     case ARG_FIELD:
     case ARG_WORKSPACE: v->ptr = pointer_of(args, a->kind, a->offset); break;
+    case ARG_NULL: v->ptr = NULL; break;
     case ARG_SCALE: v->f32 = args->scale; break;
     case ARG_DROPOUT_P: v->f32 = args->dropout_p; break;
     case ARG_ONE: v->f32 = one; break;

@@ -354,7 +354,7 @@ static product_view view_product(const kernel_plan *p, const plan_launch *x, con
     if (!is_pair(x)) { /* map_a, map_b, C, alpha, column sums; or (gA making the row dots) map_o, D */
         v.rowdot = x->n_args == 6 && ends_with(x->name, "_grad_attn_out");
         assert_true(x->n_args == 5 || v.rowdot);
-        v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = v.rowdot ? "i64:0" : x->args[4];
+        v.a = x->args[0], v.b = x->args[1], v.out = x->args[2], v.colsum = v.rowdot ? "null" : x->args[4];
         v.gx = x->grid[0], v.gy = x->grid[1], v.splits = x->grid[2];
         v.cluster = 1;
         assert_null(strstr(kernel_head(p, x), "__cluster_dims__"));
@@ -554,7 +554,7 @@ static void check_attention_maps(const kernel_plan *p, const plan_launch *x, con
     assert_string_equal(x->args[13], "in:edit_region_mask");
     assert_int_equal(strncmp(x->args[14], "ws:", 3), 0);
     assert_string_equal(x->args[15], tile(p->tiles, "gq_red") == 2 && strstr(p->source, "constexpr bool OUT0 = 1;")
-                                         ? "out:grad_edit_region_bias" : "i64:0");
+                                         ? "out:grad_edit_region_bias" : "null");
     for (int i = 0; i < 2; ++i) {
         const char *arg = x->args[4 + i];
         assert_int_equal(!strncmp(arg, "tmap:", 5), tma);
@@ -612,7 +612,7 @@ static void check_bias_sums(const kernel_plan *p) {
         const long where = tile(p->tiles, "gemm_bias"); /* 1: where K is split or paired, 2: always */
         const int sums = tma_ta && (where == 2 || (where == 1 && (v.splits > 1 || v.pair)));
         assert_int_equal(partial_pass, !sums);
-        if (tma_ta) assert_int_equal(!strcmp(v.colsum, "i64:0"), !sums);
+        if (tma_ta) assert_int_equal(!strcmp(v.colsum, "null"), !sums);
         if (!sums) continue;
         /* the product's kernel instantiates the producer with COLSUM, its tenth template argument */
         const char *call = strstr(strstr(p->source, g->name), "tc::gemm_tma<");
@@ -959,7 +959,7 @@ static void gs_half_plans(void **state) {
             const char *gan = pass->args[10], *gsinv = pass->args[11];
             if (maker->n_args != 6) assert_string_equal(last_arg(maker), gan);
             assert_string_equal(gq->args[4], gsinv); /* then gq_red's target: none here */
-            assert_string_equal(last_arg(gq), "i64:0");
+            assert_string_equal(last_arg(gq), "null");
             assert_string_equal(last_arg(bias), gsinv);
             if (half) {
                 assert_int_equal(strncmp(gan, "ws:", 3), 0);
@@ -968,8 +968,8 @@ static void gs_half_plans(void **state) {
                 assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 1;"));
                 assert_non_null(strstr(p.source, ", true, unsigned short, RED_LD, PAIR>(")); /* ..., TC, fp16 B */
             } else {
-                assert_string_equal(gan, "i64:0");
-                assert_string_equal(gsinv, "i64:0");
+                assert_string_equal(gan, "null");
+                assert_string_equal(gsinv, "null");
                 assert_non_null(strstr(p.source, "constexpr bool GS_HALF = 0;"));
                 assert_null(strstr(p.source, "unsigned short, RED_LD, PAIR>("));
             }
@@ -1459,9 +1459,9 @@ static void gq_red_plans(void **state) {
                 const plan_launch *gq = launch_named(&p, "_grad_query"), *gq0 = launch_named(&q, "_grad_query"),
                                   *pass = launch_named(&p, "_attention_wg");
                 assert_string_equal(last_arg(gq), "out:grad_edit_region_bias");
-                assert_string_equal(last_arg(gq0), "i64:0");
-                assert_string_equal(last_arg(pass), mode == 2 ? "out:grad_edit_region_bias" : "i64:0");
-                assert_string_equal(last_arg(launch_named(&q, "_attention_wg")), "i64:0");
+                assert_string_equal(last_arg(gq0), "null");
+                assert_string_equal(last_arg(pass), mode == 2 ? "out:grad_edit_region_bias" : "null");
+                assert_string_equal(last_arg(launch_named(&q, "_attention_wg")), "null");
                 assert_non_null(strstr(p.source, "constexpr long long RED_LD = 1024;"));
                 assert_non_null(strstr(q.source, "constexpr long long RED_LD = 0;"));
                 char want[96];
@@ -1547,7 +1547,7 @@ static void gs_direct_plans(void **state) {
             assert_string_equal(gq->args[1], gs);
             if (on) {
                 assert_string_equal(gs, "out:grad_edit_region_bias");
-                assert_string_equal(bias->args[0], "i64:0");
+                assert_string_equal(bias->args[0], "null");
             } else {
                 assert_int_equal(strncmp(gs, "ws:", 3), 0);
                 assert_string_equal(bias->args[0], gs);
