@@ -113,6 +113,21 @@ long manifest_head_len(const char *manifest, size_t len) {
     return (long)(p + 1 + bytes + 1 - manifest);
 }
 
+size_t manifest_launch_len(const char *manifest, size_t len) {
+    /* The head's tiles text may hold any line; the lines after it are the plan's, one keyword each. */
+    const long head = manifest_head_len(manifest, len);
+    static const char line[] = "\nsource\n";
+    const size_t n = sizeof line - 1;
+    size_t from = head > 0 ? (size_t)head - 1 : 0;
+    if (len >= 7 && from == 0 && memcmp(manifest, line + 1, 7) == 0) return 7;
+    for (const char *p = manifest + from, *end = manifest + len; (size_t)(end - p) >= n; p++) {
+        p = memchr(p, '\n', (size_t)(end - p) - (n - 1));
+        if (!p) break;
+        if (memcmp(p, line, n) == 0) return (size_t)(p + n - manifest);
+    }
+    return len;
+}
+
 static void add_dims(text *t, const char *what, const unsigned d[3]) { add(t, "%s %u %u %u", what, d[0], d[1], d[2]); }
 
 char *manifest_full(const char *head, const char *model, const char *table, const kernel_plan *p,
