@@ -150,6 +150,8 @@ static void damaged_manifest_refused(void **state) {
         {"\nkernel ", "\nkernel bad name"},
         {"\nunordered 0", "\nunordered 256"},
         {"\nlane_priority ", "\nlane_priority 7 "},
+        {"\nworkspace ", "\nworkspace 99999999999999999999"}, /* past 64 bits */
+        {"\nworkspace ", "\nworkspace +"},                    /* not as manifest_full writes numbers */
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; ++i) {
         const char *at = strstr(good + hl, edits[i].from);
