@@ -51,8 +51,7 @@ int cache_name_is(const char *name, const char *suffix, char key[CACHE_KEY_HEX +
 static const char *check_header(const unsigned char *h, uint64_t size, cache_header *hd) {
     int older;
     const char *why = cache_header_read(h, size, hd, &older);
-    return older ? "an older entry format (never read by this library; `attnbwd cache prune` or `clear` removes it)"
-                 : why;
+    return older ? "an older entry format, which this library never reads (a compile replaces it)" : why;
 }
 
 /* The manifest's first line and the payload: both checksums, then the check
