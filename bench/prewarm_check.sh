@@ -53,7 +53,7 @@ table=$(grep -m1 -o 'tuning table .*' "$out/check.log" | sed 's/^tuning table //
     grep '^attnbwd: compiled ' "$out/check.log" | head -5
     first=$(ls "$cache"/*.atbc | head -1)
     echo "-- an entry's head: $(basename "$first")"
-    tail -c +33 "$first" | head -n 11
+    tail -c +49 "$first" | head -n 11
     "$BIN" info --cache-dir "$cache" | grep -E 'library|nvrtc|target arch|gpu model|tuning table'
   fi
 } | tee "$out/summary.txt"

@@ -343,7 +343,7 @@ static void warn_performance(const char *line, int len, void *user) {
 static int disk_hit(attnbwd_ctx *ctx, attnbwd_kernel *k, const char *head, size_t head_len) {
     char *stored = NULL;
     size_t stored_len;
-    if (!cache_get_head(&ctx->cache, k->key, head, head_len, &stored, &stored_len, &k->cubin, &k->cubin_len))
+    if (!cache_get_launch(&ctx->cache, k->key, head, head_len, &stored, &stored_len, &k->cubin, &k->cubin_len))
         return 0;
     attnbwd_status s = manifest_plan(stored, head_len, ctx->arch, &k->plan);
     if (s == ATTNBWD_OK && ctx->deterministic && k->plan.unordered_outputs)

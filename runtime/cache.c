@@ -23,10 +23,13 @@
 
 #include "cache.h"
 #include "checksum.h"
+#include "manifest.h"
 
-#define CACHE_MAGIC "ATBWDC\r\n"
-#define CACHE_FORMAT 1u
-#define HEADER_LEN 32
+#define HEADER_LEN CACHE_FILE_HEADER_LEN
+/* A disk hit's first read: the header and, in the same call, the launch
+ * part of the manifest (a few KB for either problem); a longer one takes a
+ * second read. */
+#define FIRST_READ (HEADER_LEN + 16384)
 /* Bounds checked before anything is allocated, so a damaged length field
  * cannot ask for terabytes. A manifest holds one kernel's source; a cubin of
  * one kernel is far below a gigabyte. */
@@ -502,24 +505,69 @@ static void quarantine(disk_cache *c, const char *key, int fd, const char *path,
     free(bad);
 }
 
-/* Checks the header against the file size. NULL when sound, else why not. */
-static const char *check_header(const unsigned char *h, uint64_t file_size, uint32_t *mlen,
-                                uint64_t *plen) {
-    if (memcmp(h, CACHE_MAGIC, 8) != 0) return "bad magic";
-    if (get_u32(h + 8) != CACHE_FORMAT) return "unknown format version";
-    *mlen = get_u32(h + 12);
-    *plen = get_u64(h + 16);
-    if (*mlen > MAX_MANIFEST) return "manifest length out of range";
-    if (*plen > MAX_PAYLOAD) return "payload length out of range";
-    if (HEADER_LEN + (uint64_t)*mlen + *plen != file_size) return "size does not match lengths";
+/* ---- the header ------------------------------------------------------------ */
+
+const char *cache_header_read(const unsigned char h[HEADER_LEN], uint64_t file_size, cache_header *out, int *older) {
+    *older = 0;
+    if (file_size < HEADER_LEN) return "shorter than its header";
+    if (memcmp(h, CACHE_FILE_MAGIC, 8) != 0) return "bad magic";
+    const uint32_t format = get_u32(h + 8);
+    if (format != CACHE_FILE_FORMAT) {
+        *older = format >= 1 && format < CACHE_FILE_FORMAT;
+        return *older ? "an older entry format" : "unknown format version";
+    }
+    out->manifest_len = get_u32(h + 12);
+    out->payload_len = get_u64(h + 16);
+    out->launch_sum = get_u64(h + 24);
+    out->launch_len = get_u32(h + 32);
+    out->source_sum = get_u64(h + 40);
+    if (out->manifest_len > MAX_MANIFEST) return "manifest length out of range";
+    if (out->payload_len > MAX_PAYLOAD) return "payload length out of range";
+    if (out->launch_len > out->manifest_len || get_u32(h + 36) != 0) return "launch length out of range";
+    if (HEADER_LEN + (uint64_t)out->manifest_len + out->payload_len != file_size) return "size does not match lengths";
     return NULL;
 }
 
-/* cache_get and cache_get_head: want must be the whole stored manifest, or
- * with head_only its beginning; *stored (when asked for) gets the whole. */
-static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
-                      int head_only, char **stored_out, size_t *stored_len, void **payload,
-                      size_t *payload_len) {
+void cache_header_write(unsigned char h[HEADER_LEN], const char *manifest, size_t manifest_len, const void *payload,
+                        size_t payload_len) {
+    const size_t launch_len = manifest_launch_len(manifest, manifest_len);
+    memcpy(h, CACHE_FILE_MAGIC, 8);
+    put_u32(h + 8, CACHE_FILE_FORMAT);
+    put_u32(h + 12, (uint32_t)manifest_len);
+    put_u64(h + 16, (uint64_t)payload_len);
+    put_u64(h + 24, cache_checksum(manifest, launch_len, payload, payload_len));
+    put_u32(h + 32, (uint32_t)launch_len);
+    put_u32(h + 36, 0);
+    put_u64(h + 40, cache_checksum(manifest + launch_len, manifest_len - launch_len, NULL, 0));
+}
+
+/* ---- reading an entry -------------------------------------------------------- */
+
+/* What a read asks for: want (want_len bytes) is the whole stored manifest,
+ * or (HEAD) its beginning; LAUNCH reads and checks only the launch part of
+ * the manifest and the payload, and *stored gets that part alone. */
+enum { WANT_WHOLE = 0, WANT_HEAD = 1, WANT_LAUNCH = 2 };
+
+/* The stored manifest's first `len` bytes (malloc'd, NUL-terminated): what
+ * the first read holds of it, the rest read. NULL with *why on failure
+ * (*why NULL: out of memory). */
+static char *read_manifest(int fd, const unsigned char *first, size_t first_len, size_t len, const char **why) {
+    char *m = malloc(len + 1);
+    if (!m) return NULL;
+    const size_t have = first_len - HEADER_LEN < len ? first_len - HEADER_LEN : len;
+    memcpy(m, first + HEADER_LEN, have);
+    if (have < len && cache_pread_all(fd, m + have, len - have, (off_t)(HEADER_LEN + have)) != 0) {
+        *why = "short read";
+        free(m);
+        return NULL;
+    }
+    m[len] = '\0';
+    return m;
+}
+
+/* cache_get, cache_get_head and cache_get_launch (want_kind as above). */
+static int read_entry(disk_cache *c, const char *key_hex, const char *want, size_t want_len, int want_kind,
+                      char **stored_out, size_t *stored_len, void **payload, size_t *payload_len) {
     *payload = NULL;
     *payload_len = 0;
     if (!c || !c->dir || !valid_key(key_hex)) return 0;
@@ -535,13 +583,14 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
         free(path);
         return 0;
     }
-    int hit = 0;
+    int hit = 0, older = 0;
     const char *why = NULL;
-    unsigned char hdr[HEADER_LEN];
-    unsigned char *stored = NULL, *data = NULL;
-    uint32_t mlen = 0;
-    uint64_t plen = 0;
+    unsigned char first[FIRST_READ];
+    char *stored = NULL;
+    unsigned char *data = NULL;
+    cache_header h;
     struct stat st;
+    size_t first_len = 0;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         why = S_ISDIR(st.st_mode) ? "a directory, not a file" : "not a regular file";
         goto done;
@@ -550,26 +599,36 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
         why = "shorter than its header";
         goto done;
     }
-    if (cache_pread_all(fd, hdr, HEADER_LEN, 0) != 0) {
+    first_len = (uint64_t)st.st_size < FIRST_READ ? (size_t)st.st_size : FIRST_READ;
+    if (cache_pread_all(fd, first, first_len, 0) != 0) {
         why = "header unreadable";
         goto done;
     }
-    if ((why = check_header(hdr, (uint64_t)st.st_size, &mlen, &plen))) goto done;
-    /* +1: malloc(0) may return NULL, which would look like out of memory. */
-    stored = malloc((size_t)mlen + 1);
-    data = malloc((size_t)plen + 1);
-    if (!stored || !data) goto done; /* out of memory: a plain miss */
-    if (cache_pread_all(fd, stored, mlen, HEADER_LEN) != 0 ||
-        cache_pread_all(fd, data, (size_t)plen, (off_t)(HEADER_LEN + (uint64_t)mlen)) != 0) {
+    if ((why = cache_header_read(first, (uint64_t)st.st_size, &h, &older))) {
+        if (older) { /* another build's: a miss, and the put replaces it */
+            log_line(c->log, ATTNBWD_LOG_INFO, "disk cache entry %s is of an older format: compiling it again", path);
+            why = NULL;
+        }
+        goto done;
+    }
+    const size_t mlen = want_kind == WANT_LAUNCH ? h.launch_len : h.manifest_len;
+    if (!(stored = read_manifest(fd, first, first_len, mlen, &why))) goto done; /* why NULL: out of memory, a miss */
+    if (!(data = malloc((size_t)h.payload_len + 1))) goto done; /* +1: malloc(0) may return NULL */
+    if (cache_pread_all(fd, data, (size_t)h.payload_len, (off_t)(HEADER_LEN + (uint64_t)h.manifest_len)) != 0) {
         why = "short read";
         goto done;
     }
-    if (cache_checksum(stored, mlen, data, (size_t)plen) != get_u64(hdr + 24)) {
+    if (cache_checksum(stored, h.launch_len, data, (size_t)h.payload_len) != h.launch_sum) {
         why = "checksum mismatch";
         goto done;
     }
-    if (head_only ? mlen < manifest_len || memcmp(stored, manifest, manifest_len) != 0
-                  : mlen != manifest_len || memcmp(stored, manifest, mlen) != 0) {
+    if (want_kind != WANT_LAUNCH &&
+        cache_checksum(stored + h.launch_len, mlen - h.launch_len, NULL, 0) != h.source_sum) {
+        why = "checksum mismatch in its source";
+        goto done;
+    }
+    if (want_kind != WANT_WHOLE ? mlen < want_len || memcmp(stored, want, want_len) != 0
+                                : mlen != want_len || memcmp(stored, want, mlen) != 0) {
         /* The entry is sound but belongs to another manifest with the same
          * 128-bit hash: keep it and go without the cache for this kernel. */
         log_line(c->log, ATTNBWD_LOG_WARN,
@@ -580,13 +639,12 @@ static int read_entry(disk_cache *c, const char *key_hex, const char *manifest, 
     /* The checksum is not keyed: anyone who can write the folder can make a
      * matching one. The folder's trust is the boundary; this cheap check of
      * the payload keeps a planted or garbled one from reaching the driver. */
-    if (c->check_payload && (why = c->check_payload(data, (size_t)plen, c->check_user))) goto done;
+    if (c->check_payload && (why = c->check_payload(data, (size_t)h.payload_len, c->check_user))) goto done;
     *payload = data;
-    *payload_len = (size_t)plen;
+    *payload_len = (size_t)h.payload_len;
     data = NULL;
     if (stored_out) {
-        stored[mlen] = '\0';
-        *stored_out = (char *)stored;
+        *stored_out = stored;
         *stored_len = mlen;
         stored = NULL;
     }
@@ -603,14 +661,21 @@ done:
 
 int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
               void **payload, size_t *payload_len) {
-    return read_entry(c, key_hex, manifest, manifest_len, 0, NULL, NULL, payload, payload_len);
+    return read_entry(c, key_hex, manifest, manifest_len, WANT_WHOLE, NULL, NULL, payload, payload_len);
 }
 
 int cache_get_head(disk_cache *c, const char *key_hex, const char *head, size_t head_len, char **manifest,
                    size_t *manifest_len, void **payload, size_t *payload_len) {
     *manifest = NULL;
     *manifest_len = 0;
-    return read_entry(c, key_hex, head, head_len, 1, manifest, manifest_len, payload, payload_len);
+    return read_entry(c, key_hex, head, head_len, WANT_HEAD, manifest, manifest_len, payload, payload_len);
+}
+
+int cache_get_launch(disk_cache *c, const char *key_hex, const char *head, size_t head_len, char **manifest,
+                     size_t *manifest_len, void **payload, size_t *payload_len) {
+    *manifest = NULL;
+    *manifest_len = 0;
+    return read_entry(c, key_hex, head, head_len, WANT_LAUNCH, manifest, manifest_len, payload, payload_len);
 }
 
 /* ---- writing ------------------------------------------------------------- */
@@ -666,11 +731,7 @@ int cache_put(disk_cache *c, const char *key_hex, const char *manifest, size_t m
         return 0;
     }
     unsigned char hdr[HEADER_LEN];
-    memcpy(hdr, CACHE_MAGIC, 8);
-    put_u32(hdr + 8, CACHE_FORMAT);
-    put_u32(hdr + 12, (uint32_t)manifest_len);
-    put_u64(hdr + 16, (uint64_t)payload_len);
-    put_u64(hdr + 24, cache_checksum(manifest, manifest_len, payload, payload_len));
+    cache_header_write(hdr, manifest, manifest_len, payload, payload_len);
 
     char suffix[80];
     snprintf(suffix, sizeof suffix, "-%ld-%lu", (long)getpid(),

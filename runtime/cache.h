@@ -8,9 +8,16 @@
  * and its head compared byte for byte on read, so even a hash collision
  * cannot return a wrong kernel.
  *
- * File layout (little-endian):
+ * File layout (little-endian), format 2:
  *   "ATBWDC\r\n" magic (8) | u32 format | u32 manifest_len | u64 payload_len
- *   | u64 XXH3-64 of (manifest || payload) | manifest | payload (the cubin)
+ *   | u64 launch checksum | u32 launch_len | u32 0 | u64 source checksum
+ *   | manifest | payload (the cubin)
+ * launch_len is the manifest's length up to its source text (head, gpu line,
+ * plan and the source's hash: manifest_launch_len); the launch checksum is
+ * XXH3-64 of (those bytes || payload), the source checksum XXH3-64 of the
+ * rest of the manifest. A disk hit reads and checks only what a launch uses
+ * (the launch part and the cubin); the source is read and checked where it
+ * is compared or shipped (cache_get, cache_get_head, the tools).
  * Written to a temporary file in the same directory, fsync'd, renamed into
  * place: no reader sees half a file. A bad entry (short, wrong magic or
  * checksum) is moved aside to <key>.bad-<pid>, reported, and rebuilt.
@@ -86,7 +93,8 @@ void cache_key(const char *manifest, size_t len, char key_hex[CACHE_KEY_HEX + 1]
 int cache_pread_all(int fd, void *buf, size_t n, off_t off);
 
 /* 1 and a malloc'd payload on a valid hit whose manifest matches; 0 on a miss
- * (a bad entry is moved aside, logged and counts as a miss). Never fails. */
+ * (a bad entry is moved aside, logged and counts as a miss; an entry of the
+ * older format 1 is a plain miss, replaced by the next put). Never fails. */
 int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t manifest_len,
               void **payload, size_t *payload_len);
 
@@ -95,6 +103,12 @@ int cache_get(disk_cache *c, const char *key_hex, const char *manifest, size_t m
  * (malloc'd, NUL-terminated) for the caller to read the rest of. */
 int cache_get_head(disk_cache *c, const char *key_hex, const char *head, size_t head_len, char **manifest,
                    size_t *manifest_len, void **payload, size_t *payload_len);
+
+/* As cache_get_head, but what comes back in *manifest is only its launch
+ * part (up to the source text), and only that part and the payload are read
+ * and checked: the disk hit's read. */
+int cache_get_launch(disk_cache *c, const char *key_hex, const char *head, size_t head_len, char **manifest,
+                     size_t *manifest_len, void **payload, size_t *payload_len);
 
 /* Store atomically; a failure (read-only, disk full) is logged once and
  * ignored: the kernel still works from memory. Returns 1 when written. */
@@ -126,10 +140,28 @@ void cache_usage(const disk_cache *c, uint64_t *bytes, uint64_t *entries);
  * taken with a bounded wait, and never touches a temporary file (a write in
  * progress) or a name that is not ours. */
 
-/* The entry file layout of cache.c, for the tools that read entries. */
+/* The entry file layout above, for cache.c and the tools that read entries. */
 #define CACHE_FILE_MAGIC "ATBWDC\r\n"
-#define CACHE_FILE_FORMAT 1u
-#define CACHE_FILE_HEADER_LEN 32
+#define CACHE_FILE_FORMAT 2u
+#define CACHE_FILE_HEADER_LEN 48
+
+/* An entry's header fields. */
+typedef struct cache_header {
+    uint32_t manifest_len; /* the whole manifest */
+    uint32_t launch_len;   /* its bytes before the source text */
+    uint64_t payload_len;
+    uint64_t launch_sum;   /* XXH3-64 of (manifest[0, launch_len) || payload) */
+    uint64_t source_sum;   /* XXH3-64 of manifest[launch_len, manifest_len) */
+} cache_header;
+
+/* Reads the header h of a file of file_size bytes: NULL when it is of this
+ * format and agrees with the size, else why not. *older is set to 1 for an
+ * entry of an older format (not damage: another build wrote it). */
+const char *cache_header_read(const unsigned char h[CACHE_FILE_HEADER_LEN], uint64_t file_size, cache_header *out,
+                              int *older);
+/* The header of an entry of manifest and payload, its checksums computed. */
+void cache_header_write(unsigned char h[CACHE_FILE_HEADER_LEN], const char *manifest, size_t manifest_len,
+                        const void *payload, size_t payload_len);
 
 /* From cache_open: the budget from $ATTNBWD_CACHE_MAX_BYTES or the default,
  * counts zero. */

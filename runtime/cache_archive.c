@@ -4,7 +4,7 @@
  *
  * An archive is the entries' own files one after another, with a readable
  * head and a count at the end:
- *   attnbwd-cache-archive 1\n library <version>\n nvrtc <major>.<minor>\n \n
+ *   attnbwd-cache-archive 2\n library <version>\n nvrtc <major>.<minor>\n \n
  *   then per entry: "entry <key> <entry bytes> <info bytes>\n" <the .atbc file> <the .info file>
  *   then "end <number of entries>\n"
  * The entries keep their own checksums, so the archive needs none; a cut
@@ -28,7 +28,8 @@
 #include "manifest.h"
 #include "nvrtc_compile.h"
 
-#define ARCHIVE_FORMAT 1
+/* 2: its entries are of entry format 2 (cache.h); an archive of format 1 holds entries this library never reads. */
+#define ARCHIVE_FORMAT 2
 #define ARCHIVE_MAGIC "attnbwd-cache-archive "
 #define MAX_ENTRY (CACHE_FILE_HEADER_LEN + (64ull << 20) + (1ull << 30))
 #define MAX_INFO 1024
@@ -192,7 +193,9 @@ static attnbwd_status read_head(FILE *f, const char *path) {
     if (read_line(f, line, sizeof line) != 0 || strncmp(line, ARCHIVE_MAGIC, strlen(ARCHIVE_MAGIC)) != 0)
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "import: %s is not an attnbwd cache archive", path);
     const char *format = line + strlen(ARCHIVE_MAGIC);
-    if (strcmp(format, "1") != 0)
+    char ours_format[16];
+    snprintf(ours_format, sizeof ours_format, "%d", ARCHIVE_FORMAT);
+    if (strcmp(format, ours_format) != 0)
         return err_set(ATTNBWD_ERR_UNSUPPORTED, "import: %s is an archive of format %.20s; this library reads format %d",
                        path, format, ARCHIVE_FORMAT);
     if (read_line(f, line, sizeof line) != 0 || strncmp(line, "library ", 8) != 0)

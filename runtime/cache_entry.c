@@ -4,9 +4,9 @@
  * cache_get reads an entry to use it and compares the manifest a kernel
  * asks for; the tools read entries nobody asked for, so they check what an
  * entry can say about itself: magic, format, lengths against the file size,
- * the checksum of manifest and payload, that the payload is an ELF file for
- * CUDA (a cubin), and that its key is the hash of its manifest's head (the
- * key a lookup forms). Every open is O_NOFOLLOW | O_NONBLOCK with a
+ * both checksums (the launch part with the payload, and the source), that
+ * the payload is an ELF file for CUDA (a cubin), and that its key is the
+ * hash of its manifest's head (the key a lookup forms). Every open is O_NOFOLLOW | O_NONBLOCK with a
  * regular-file check, so a link or a FIFO planted under our name is reported,
  * never followed or waited on.
  *
@@ -34,8 +34,6 @@
 #include "internal.h"
 #include "manifest.h"
 
-#define MAX_MANIFEST (64u << 20)
-#define MAX_PAYLOAD (1ull << 30)
 #define MAX_INFO 1024
 
 int cache_name_is(const char *name, const char *suffix, char key[CACHE_KEY_HEX + 1]) {
@@ -49,30 +47,23 @@ int cache_name_is(const char *name, const char *suffix, char key[CACHE_KEY_HEX +
     return 1;
 }
 
-static uint32_t get_u32(const unsigned char *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const unsigned char *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
-
 /* Header fields against the file's size; NULL when they agree. */
-static const char *check_header(const unsigned char *h, uint64_t size, uint32_t *mlen, uint64_t *plen) {
-    if (size < CACHE_FILE_HEADER_LEN) return "shorter than its header";
-    if (memcmp(h, CACHE_FILE_MAGIC, 8) != 0) return "not an attnbwd cache entry (bad magic)";
-    if (get_u32(h + 8) != CACHE_FILE_FORMAT) return "another entry format";
-    *mlen = get_u32(h + 12);
-    *plen = get_u64(h + 16);
-    if (*mlen > MAX_MANIFEST || *plen > MAX_PAYLOAD) return "a length out of range";
-    if (CACHE_FILE_HEADER_LEN + (uint64_t)*mlen + *plen != size) return "size does not match its lengths (cut short?)";
-    return NULL;
+static const char *check_header(const unsigned char *h, uint64_t size, cache_header *hd) {
+    int older;
+    const char *why = cache_header_read(h, size, hd, &older);
+    return older ? "an older entry format, which this library never reads (a compile replaces it)" : why;
 }
 
-/* The manifest's first line and the payload: the checksum, then the check a
- * disk hit makes of a cubin (cubin_check.c), for the arch the manifest names,
- * so that what verify calls sound and import takes is what a kernel uses. */
-static const char *check_body(const unsigned char *h, const char *manifest, size_t mlen, const unsigned char *payload,
-                              size_t plen) {
+/* The manifest's first line and the payload: both checksums, then the check
+ * a disk hit makes of a cubin (cubin_check.c), for the arch the manifest
+ * names, so that what verify calls sound and import takes is what a kernel
+ * uses. */
+static const char *check_body(const cache_header *h, const char *manifest, const unsigned char *payload) {
     static const char first[] = "attnbwd-cache-manifest ";
-    if (cache_checksum(manifest, mlen, payload, plen) != get_u64(h + 24)) return "checksum mismatch";
+    const size_t mlen = h->manifest_len, plen = (size_t)h->payload_len;
+    if (cache_checksum(manifest, h->launch_len, payload, plen) != h->launch_sum) return "checksum mismatch";
+    if (cache_checksum(manifest + h->launch_len, mlen - h->launch_len, NULL, 0) != h->source_sum)
+        return "checksum mismatch in its source";
     if (mlen < sizeof first || memcmp(manifest, first, sizeof first - 1) != 0) return "no manifest";
     char arch[32];
     cache_manifest_field(manifest, mlen, "arch", arch, sizeof arch);
@@ -99,16 +90,15 @@ static const char *check_key(const char *key, const char *manifest, size_t mlen,
 const char *cache_entry_check(const char *key, const unsigned char *buf, uint64_t len, const char **manifest,
                               size_t *manifest_len, const unsigned char **payload, size_t *payload_len,
                               char why_buf[CACHE_PROBLEM_LEN]) {
-    uint32_t mlen = 0;
-    uint64_t plen = 0;
-    const char *why = check_header(buf, len, &mlen, &plen);
+    cache_header h;
+    const char *why = check_header(buf, len, &h);
     if (why) return why;
     *manifest = (const char *)buf + CACHE_FILE_HEADER_LEN;
-    *manifest_len = mlen;
-    *payload = buf + CACHE_FILE_HEADER_LEN + mlen;
-    *payload_len = (size_t)plen;
-    why = check_body(buf, *manifest, mlen, *payload, (size_t)plen);
-    return why ? why : check_key(key, *manifest, mlen, why_buf, CACHE_PROBLEM_LEN);
+    *manifest_len = h.manifest_len;
+    *payload = buf + CACHE_FILE_HEADER_LEN + h.manifest_len;
+    *payload_len = (size_t)h.payload_len;
+    why = check_body(&h, *manifest, *payload);
+    return why ? why : check_key(key, *manifest, h.manifest_len, why_buf, CACHE_PROBLEM_LEN);
 }
 
 /* Opens <dir>/<name> for reading without following a link or blocking;
@@ -146,12 +136,13 @@ int cache_entry_file_read(const disk_cache *c, const char *key, int whole, cache
     }
     e->bytes = (uint64_t)st.st_size;
     e->last_use = st.st_mtim;
-    unsigned char h[CACHE_FILE_HEADER_LEN];
-    uint32_t mlen = 0;
-    uint64_t plen = 0;
-    const char *why = cache_pread_all(fd, h, sizeof h, 0) != 0 ? "shorter than its header"
-                                                         : check_header(h, e->bytes, &mlen, &plen);
-    const uint64_t want = CACHE_FILE_HEADER_LEN + (uint64_t)mlen + (whole ? plen : 0);
+    unsigned char hb[CACHE_FILE_HEADER_LEN];
+    cache_header h = {0};
+    const char *why = e->bytes < sizeof hb || cache_pread_all(fd, hb, sizeof hb, 0) != 0
+                          ? "shorter than its header"
+                          : check_header(hb, e->bytes, &h);
+    const size_t mlen = h.manifest_len;
+    const uint64_t want = CACHE_FILE_HEADER_LEN + (uint64_t)mlen + (whole ? h.payload_len : 0);
     if (!why && !(e->data = malloc((size_t)want + 1))) why = "out of memory";
     if (!why && cache_pread_all(fd, e->data, (size_t)want, 0) != 0) why = "short read";
     close(fd);
@@ -161,8 +152,8 @@ int cache_entry_file_read(const disk_cache *c, const char *key, int whole, cache
         e->manifest_len = mlen;
         if (whole) {
             e->payload = e->data + CACHE_FILE_HEADER_LEN + mlen;
-            e->payload_len = (size_t)plen;
-            why = check_body(e->data, e->manifest, mlen, e->payload, e->payload_len);
+            e->payload_len = (size_t)h.payload_len;
+            why = check_body(&h, e->manifest, e->payload);
         }
         if (!why) why = check_key(e->key, e->manifest, mlen, key_problem, sizeof key_problem);
     }

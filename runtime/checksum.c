@@ -1,6 +1,7 @@
-/* A disk hit hashes the whole entry (problem 2's are about 1 MB), so the
- * hash's speed is most of a hit's cost: where the CPU has AVX2, the AVX2 build
- * of XXH3 (checksum_avx2.c) does it at about twice the SSE2 build's rate. Both
+/* A disk hit hashes what a launch uses of an entry (the cubin and the
+ * manifest up to its source: problem 2's about 250 KB), so the hash's speed
+ * is a good part of a hit's cost: where the CPU has AVX2, the AVX2 build of
+ * XXH3 (checksum_avx2.c) does it at about twice the SSE2 build's rate. Both
  * give the same value, which the format fixes. */
 #include "checksum.h"
 

@@ -1,6 +1,6 @@
-/* The disk cache entries' checksum: XXH3-64 over an entry's manifest, then
- * its payload. One function for the writer, the reader and the cache tools,
- * so that they cannot disagree. */
+/* The disk cache entries' checksums (cache.h): XXH3-64 over a part of an
+ * entry's manifest, then its payload (or none). One function for the writer,
+ * the reader and the cache tools, so that they cannot disagree. */
 #ifndef ATTNBWD_CHECKSUM_H
 #define ATTNBWD_CHECKSUM_H
 

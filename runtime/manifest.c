@@ -113,6 +113,21 @@ long manifest_head_len(const char *manifest, size_t len) {
     return (long)(p + 1 + bytes + 1 - manifest);
 }
 
+size_t manifest_launch_len(const char *manifest, size_t len) {
+    /* The head's tiles text may hold any line; the lines after it are the plan's, one keyword each. */
+    const long head = manifest_head_len(manifest, len);
+    static const char line[] = "\nsource\n";
+    const size_t n = sizeof line - 1;
+    size_t from = head > 0 ? (size_t)head - 1 : 0;
+    if (len >= 7 && from == 0 && memcmp(manifest, line + 1, 7) == 0) return 7;
+    for (const char *p = manifest + from, *end = manifest + len; (size_t)(end - p) >= n; p++) {
+        p = memchr(p, '\n', (size_t)(end - p) - (n - 1));
+        if (!p) break;
+        if (memcmp(p, line, n) == 0) return (size_t)(p + n - manifest);
+    }
+    return len;
+}
+
 static void add_dims(text *t, const char *what, const unsigned d[3]) { add(t, "%s %u %u %u", what, d[0], d[1], d[2]); }
 
 char *manifest_full(const char *head, const char *model, const char *table, const kernel_plan *p,
@@ -161,30 +176,43 @@ typedef struct reader {
 
 /* Takes `word` (its trailing space included). */
 static void expect(reader *r, const char *word) {
-    size_t n = strlen(word);
     if (r->failed) return;
-    if (strncmp(r->p, word, n) != 0) r->failed = word;
-    else r->p += n;
+    const char *p = r->p, *w = word;
+    while (*w && *p == *w) p++, w++; /* stops at the manifest's NUL too */
+    if (*w) r->failed = word;
+    else r->p = p;
 }
 
+/* A decimal number as manifest_full writes it (an optional '-', digits) in
+ * [lo, hi], followed by a space (taken) or the end of the line. By hand, not
+ * strtoll: the plan of problem 2 holds a few hundred numbers, and strtoll's
+ * locale and white-space handling was a fifth of a disk hit's parse. */
 static long long number(reader *r, long long lo, long long hi, const char *what) {
     if (r->failed) return 0;
-    char *end;
-    errno = 0;
-    long long v = strtoll(r->p, &end, 10);
-    if (end == r->p || errno || v < lo || v > hi || (*end != ' ' && *end != '\n')) { /* a space after it is taken */
+    const char *p = r->p;
+    const int negative = *p == '-';
+    p += negative;
+    const char *digits = p;
+    unsigned long long v = 0;
+    while (*p >= '0' && *p <= '9' && p - digits < 19) v = v * 10 + (unsigned)(*p++ - '0'); /* < 10^19 fits */
+    const unsigned long long limit = negative ? (unsigned long long)INT64_MAX + 1 : (unsigned long long)INT64_MAX;
+    long long x = 0;
+    if (p > digits && v <= limit) x = negative ? (long long)(0 - v) : (long long)v;
+    if (p == digits || v > limit || x < lo || x > hi || (*p != ' ' && *p != '\n')) {
         r->failed = what;
         return 0;
     }
-    r->p = *end == ' ' ? end + 1 : end;
-    return v;
+    r->p = *p == ' ' ? p + 1 : p;
+    return x;
 }
 
 /* The text up to the end of the line (rest = 1) or the next space, malloc'd;
  * a space after it is taken too. */
 static char *field(reader *r, int rest, const char *what) {
     if (r->failed) return NULL;
-    size_t n = rest ? strcspn(r->p, "\n") : strcspn(r->p, " \n");
+    const char *e = r->p;
+    while (*e && *e != '\n' && (rest || *e != ' ')) e++;
+    size_t n = (size_t)(e - r->p);
     char *v = n ? malloc(n + 1) : NULL;
     if (!v) {
         r->failed = what;

@@ -72,6 +72,12 @@ char *manifest_head(const manifest_inputs *in);
  * -1 for one of this format whose head does not read. */
 long manifest_head_len(const char *manifest, size_t len);
 
+/* The length of a stored manifest's launch part: everything up to and with
+ * its "source" line (head, gpu line, plan, the source's hash), which is all a
+ * disk hit reads; the rest is the source text. len for a manifest without a
+ * source line after its head (for one of another format: after its start). */
+size_t manifest_launch_len(const char *manifest, size_t len);
+
 /* The whole manifest (malloc'd): head, the gpu line (model "" for none,
  * table NULL for none), the plan compiled with options, and its source.
  * NULL when out of memory or when a name, argument or the tiles would not

@@ -32,6 +32,8 @@
 
 #include "cache.h"
 
+#define H CACHE_FILE_HEADER_LEN
+
 /* ---- helpers ------------------------------------------------------------- */
 
 static atomic_int n_warn, n_info;
@@ -142,12 +144,18 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* A deterministic manifest and payload per index, of varying sizes. */
+/* A deterministic manifest and payload per index, of varying sizes. The
+ * manifest ends in a source part, as the library's do (manifest.h): a
+ * "source" line and the text after it. */
 static char *make_manifest(int i, size_t *len) {
     char *m = malloc(256);
-    *len = (size_t)snprintf(m, 256, "format=1\nversion=0.1.0\narch=sm_90\nentry=%d\nsource=...\n", i);
+    *len = (size_t)snprintf(m, 256, "format=1\nversion=0.1.0\narch=sm_90\nentry=%d\nsource\n// kernel %d\nint x;\n", i,
+                            i);
     return m;
 }
+
+/* The length of make_manifest's part before its source text. */
+static size_t launch_len_of(const char *m) { return (size_t)(strstr(m, "\nsource\n") + 8 - m); }
 
 static unsigned char *make_payload(int i, size_t len) {
     unsigned char *p = malloc(len + 1);
@@ -240,7 +248,7 @@ static void test_roundtrip(void **state) {
     uint64_t bytes, entries;
     cache_usage(&c, &bytes, &entries);
     assert_int_equal(entries, 1);
-    assert_int_equal(bytes, 32 + mlen + plen);
+    assert_int_equal(bytes, H + mlen + plen);
 
     /* Same key, another manifest (as after a hash collision): a miss that
      * is logged, and the sound entry stays. */
@@ -269,7 +277,7 @@ static void test_roundtrip(void **state) {
     assert_int_equal(count_files(dir, ".tmp-", ""), 0);
     cache_usage(&c, &bytes, &entries);
     assert_int_equal(entries, 2);
-    assert_int_equal(bytes, (32 + mlen + 300) + (32 + 5));
+    assert_int_equal(bytes, (H + mlen + 300) + (H + 5));
 
     cache_close(&c);
     assert_null(c.dir);
@@ -311,7 +319,7 @@ struct damage_case {
 };
 
 static void apply_damage(const char *path, const struct damage_case *d, size_t mlen, size_t plen) {
-    long total = (long)(32 + mlen + plen);
+    long total = (long)(H + mlen + plen);
     long off = d->where < 0 ? total + d->where : d->where;
     int fd = open(path, O_RDWR);
     assert_true(fd >= 0);
@@ -341,17 +349,22 @@ static void test_damaged_entries(void **state) {
     const struct damage_case cases[] = {
         {"empty file", TRUNC, 0, 0},
         {"inside header", TRUNC, 13, 0},
-        {"header only", TRUNC, 32, 0},
-        {"inside manifest", TRUNC, 32 + 10, 0},
-        {"inside payload", TRUNC, 32 + (long)mlen + 2000, 0},
+        {"header only", TRUNC, H, 0},
+        {"inside manifest", TRUNC, H + 10, 0},
+        {"inside payload", TRUNC, H + (long)mlen + 2000, 0},
         {"last byte missing", TRUNC, -1, 0},
         {"extra byte", APPEND, 0, 0},
-        {"payload byte flipped", FLIP, 32 + (long)mlen + 1234, 0},
+        {"payload byte flipped", FLIP, H + (long)mlen + 1234, 0},
         {"last payload byte flipped", FLIP, -1, 0},
-        {"manifest byte flipped", FLIP, 32 + 5, 0},
+        {"manifest byte flipped", FLIP, H + 5, 0},
+        {"source byte flipped", FLIP, H + (long)mlen - 3, 0},
         {"checksum flipped", FLIP, 24, 0},
+        {"launch length flipped", FLIP, 32, 0},
+        {"launch length past the manifest", SET_U32, 32, 0x10000},
+        {"reserved field set", SET_U32, 36, 1},
+        {"source checksum flipped", FLIP, 40, 0},
         {"wrong magic", FLIP, 0, 0},
-        {"wrong format", SET_U32, 8, 2},
+        {"a later format", SET_U32, 8, CACHE_FILE_FORMAT + 1},
         {"huge manifest length", SET_U32, 12, 0xffffffffu},
         {"huge payload length", SET_U64, 16, UINT64_MAX},
         {"payload length off by one", SET_U64, 16, 4095},
@@ -388,6 +401,96 @@ static void test_damaged_entries(void **state) {
     free(p);
 }
 
+/* The disk hit's read (cache_get_launch) reads the manifest up to its source
+ * and the payload, and checks those: damage there is a miss, moved aside;
+ * damage in the source alone does not touch what is launched, so the launch
+ * read still hits, while the reads that compare the source find it. */
+static void test_launch_read(void **state) {
+    (void)state;
+    size_t mlen, plen = 5000;
+    char *m = make_manifest(5, &mlen);
+    unsigned char *p = make_payload(5, plen);
+    const size_t want_len = launch_len_of(m);
+    char key[CACHE_KEY_HEX + 1];
+    cache_key(m, 20, key);
+    const long offsets[] = {H + 3, H + (long)want_len - 2, H + (long)mlen + 17, H + (long)mlen - 2};
+    for (size_t i = 0; i < sizeof offsets / sizeof offsets[0]; i++) {
+        char *dir = make_tmpdir();
+        disk_cache c;
+        cache_open(&c, dir, 1, &LG);
+        char *path = entry_file(dir, key);
+        assert_int_equal(cache_put(&c, key, m, mlen, p, plen), 1);
+        char *launch = NULL, *whole = NULL;
+        void *got = NULL;
+        size_t launch_len = 0, whole_len = 0, got_len = 0;
+        assert_int_equal(cache_get_launch(&c, key, m, 20, &launch, &launch_len, &got, &got_len), 1);
+        assert_int_equal(launch_len, want_len);
+        assert_memory_equal(launch, m, want_len);
+        assert_int_equal(launch[launch_len], '\0');
+        assert_int_equal(got_len, plen);
+        assert_memory_equal(got, p, plen);
+        free(launch);
+        free(got);
+        const struct damage_case flip = {"flip", FLIP, offsets[i], 0};
+        apply_damage(path, &flip, mlen, plen);
+        const int in_source = offsets[i] >= H + (long)want_len && offsets[i] < H + (long)mlen;
+        reset_counts();
+        launch = NULL;
+        got = NULL;
+        const int hit = cache_get_launch(&c, key, m, 20, &launch, &launch_len, &got, &got_len);
+        assert_int_equal(hit, in_source);
+        if (hit) assert_memory_equal(got, p, plen);
+        assert_int_equal(atomic_load(&n_warn), !in_source);
+        free(launch);
+        free(got);
+        got = NULL;
+        if (in_source) { /* the source's own checksum catches it where the source is read */
+            assert_int_equal(cache_get_head(&c, key, m, 20, &whole, &whole_len, &got, &got_len), 0);
+            assert_int_equal(atomic_load(&n_warn), 1);
+            assert_non_null(strstr(last_warn, "checksum mismatch in its source"));
+        }
+        assert_false(exists(path));
+        cache_close(&c);
+        free(path);
+        rm_rf(dir);
+        free(dir);
+    }
+    free(m);
+    free(p);
+}
+
+/* An entry of the older format 1 (what an earlier build wrote under the same
+ * key) is not damage: a miss without a warning, left in place, and replaced
+ * by the next put. */
+static void test_older_format_is_a_quiet_miss(void **state) {
+    (void)state;
+    char *dir = make_tmpdir();
+    disk_cache c;
+    cache_open(&c, dir, 1, &LG);
+    size_t mlen, plen = 700;
+    char *m = make_manifest(6, &mlen);
+    unsigned char *p = make_payload(6, plen);
+    char key[CACHE_KEY_HEX + 1];
+    cache_key(m, mlen, key);
+    char *path = entry_file(dir, key);
+    assert_int_equal(cache_put(&c, key, m, mlen, p, plen), 1);
+    const struct damage_case older = {"format 1", SET_U32, 8, 1};
+    apply_damage(path, &older, mlen, plen);
+    reset_counts();
+    assert_false(get_hits(&c, key, m, mlen));
+    assert_int_equal(atomic_load(&n_warn), 0);
+    assert_true(exists(path));
+    assert_int_equal(count_files(dir, key, ""), 1); /* nothing moved aside */
+    assert_int_equal(cache_put(&c, key, m, mlen, p, plen), 1);
+    assert_true(get_matches(&c, key, m, mlen, p, plen));
+    cache_close(&c);
+    free(path);
+    free(m);
+    free(p);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* Random files and randomly mutated entries: never a crash, never a hit. */
 static void test_fuzz(void **state) {
     (void)state;
@@ -421,7 +524,7 @@ static void test_fuzz(void **state) {
             int flips = 1 + rand_r(&seed) % 3;
             for (int k = 0; k < flips; k++) {
                 /* half the time aim at the header, where lengths live */
-                off_t off = mode == 1 ? rand_r(&seed) % 32 : rand_r(&seed) % (off_t)(32 + mlen + plen);
+                off_t off = mode == 1 ? rand_r(&seed) % H : rand_r(&seed) % (off_t)(H + mlen + plen);
                 unsigned char b;
                 assert_int_equal(pread(fd, &b, 1, off), 1);
                 b ^= (unsigned char)(1 + rand_r(&seed) % 255);
@@ -429,8 +532,19 @@ static void test_fuzz(void **state) {
             }
             close(fd);
         }
+        /* A disk hit's read checks only what a launch uses: it may hit where
+         * the damage is in the source alone, but then with exactly what was
+         * put. */
         void *got = NULL;
-        size_t got_len = 0;
+        char *launch = NULL;
+        size_t got_len = 0, launch_len = 0;
+        if (cache_get_launch(&c, key, m, 20, &launch, &launch_len, &got, &got_len) &&
+            (launch_len != launch_len_of(m) || memcmp(launch, m, launch_len) != 0 || got_len != plen ||
+             memcmp(got, p, plen) != 0))
+            fail_msg("iteration %d: a damaged file gave a launch what was not put", it);
+        free(launch);
+        free(got);
+        got = NULL;
         int hit = cache_get(&c, key, m, mlen, &got, &got_len);
         if (hit) fail_msg("iteration %d: a damaged file was a hit", it);
         assert_null(got);
@@ -530,7 +644,7 @@ static void test_processes(void **state) {
     assert_int_equal(count_files(dir, "", ".atbc"), N_ENTRIES);
     assert_int_equal(count_files(dir, "", ""), N_ENTRIES); /* nothing moved aside */
     uint64_t bytes, entries, want = 0;
-    for (int i = 0; i < N_ENTRIES; i++) want += 32 + s.mlen[i] + s.plen[i];
+    for (int i = 0; i < N_ENTRIES; i++) want += H + s.mlen[i] + s.plen[i];
     cache_usage(&c, &bytes, &entries);
     assert_int_equal(entries, N_ENTRIES);
     assert_int_equal(bytes, want);
@@ -1373,6 +1487,8 @@ int main(void) {
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_invalid_key),
         cmocka_unit_test(test_damaged_entries),
+        cmocka_unit_test(test_launch_read),
+        cmocka_unit_test(test_older_format_is_a_quiet_miss),
         cmocka_unit_test(test_fuzz),
         cmocka_unit_test(test_processes),
         cmocka_unit_test(test_threads),

@@ -150,6 +150,8 @@ static void damaged_manifest_refused(void **state) {
         {"\nkernel ", "\nkernel bad name"},
         {"\nunordered 0", "\nunordered 256"},
         {"\nlane_priority ", "\nlane_priority 7 "},
+        {"\nworkspace ", "\nworkspace 99999999999999999999"}, /* past 64 bits */
+        {"\nworkspace ", "\nworkspace +"},                    /* not as manifest_full writes numbers */
     };
     for (size_t i = 0; i < sizeof edits / sizeof edits[0]; ++i) {
         const char *at = strstr(good + hl, edits[i].from);
@@ -342,6 +344,49 @@ static void lua_dir_keys_follow_files(void **state) {
     free(dir);
 }
 
+/* 1 when shape's kernel, from a new context on cache, has line tables
+ * (-lineinfo's .debug_line section); its key into key. */
+static int has_line_info(const char *cache, const attnbwd_shape *s, char key[CACHE_KEY_HEX + 1],
+                         attnbwd_origin *origin) {
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = test_open(cache, &lc);
+    attnbwd_kernel *k = get(ctx, s);
+    snprintf(key, CACHE_KEY_HEX + 1, "%s", k->key);
+    *origin = k->origin;
+    static const char name[] = ".debug_line";
+    int found = 0;
+    for (size_t i = 0; !found && i + sizeof name <= k->cubin_len; i++)
+        found = memcmp((const char *)k->cubin + i, name, sizeof name) == 0; /* the section name, its NUL too */
+    attnbwd_close(ctx);
+    return found;
+}
+
+/* Line info only where ATTNBWD_LINEINFO=1 asks for it, and its kernels are
+ * entries of their own: each kind is found again, neither for the other. */
+static void lineinfo_on_request(void **state) {
+    (void)state;
+    char *dir = test_tmpdir();
+    char plain[33], lined[33], again[33];
+    attnbwd_origin o;
+    attnbwd_shape s = test_shape(2, 4, 256, 1);
+    unsetenv("ATTNBWD_LINEINFO");
+    assert_false(has_line_info(dir, &s, plain, &o));
+    assert_int_equal(o, ATTNBWD_FROM_COMPILE);
+    setenv("ATTNBWD_LINEINFO", "1", 1);
+    assert_true(has_line_info(dir, &s, lined, &o));
+    assert_int_equal(o, ATTNBWD_FROM_COMPILE);
+    assert_string_not_equal(plain, lined);
+    assert_true(has_line_info(dir, &s, again, &o));
+    assert_int_equal(o, ATTNBWD_FROM_DISK);
+    setenv("ATTNBWD_LINEINFO", "0", 1);
+    assert_false(has_line_info(dir, &s, again, &o));
+    assert_int_equal(o, ATTNBWD_FROM_DISK);
+    assert_string_equal(again, plain);
+    unsetenv("ATTNBWD_LINEINFO");
+    test_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(disk_hit_plans_nothing),
@@ -350,6 +395,7 @@ int main(void) {
         cmocka_unit_test(unreadable_entry_rebuilt),
         cmocka_unit_test(verify_renders_again),
         cmocka_unit_test(lua_dir_keys_follow_files),
+        cmocka_unit_test(lineinfo_on_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -513,6 +513,22 @@ static void flip_byte(const char *path, long from_end)
     fclose(f);
 }
 
+/* Flips one byte of an entry's source text, at offset from its start. */
+static void flip_source_byte(const char *path, long offset)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    unsigned char h[CACHE_FILE_HEADER_LEN];
+    assert_int_equal(fread(h, 1, sizeof h, f), sizeof h);
+    const long launch_len = h[32] | h[33] << 8 | h[34] << 16 | (long)h[35] << 24;
+    const long at = (long)sizeof h + launch_len + offset;
+    assert_int_equal(fseek(f, at, SEEK_SET), 0);
+    int ch = fgetc(f);
+    assert_int_equal(fseek(f, at, SEEK_SET), 0);
+    fputc(ch ^ 0x40, f);
+    fclose(f);
+}
+
 static void test_tool_verify(void **state)
 {
     (void)state;
@@ -552,13 +568,16 @@ static void test_tool_verify(void **state)
     assert_int_equal(unlink(archive), 0);
     flip_byte(entry_path(dir, A, ".atbc"), 100); /* in the cubin */
     assert_int_equal(truncate(entry_path(dir, B, ".atbc"), (off_t)G.bytes[B] - 7), 0);
+    flip_source_byte(entry_path(dir, C, ".atbc"), 10); /* a disk hit does not read it; verify does */
     r = tool_expect(dir, "cache verify", 1);
     char line[128];
-    snprintf(line, sizeof line, "damaged  %s: checksum mismatch", G.key[A]);
+    snprintf(line, sizeof line, "damaged  %s: checksum mismatch\n", G.key[A]);
     assert_says(r, line);
     snprintf(line, sizeof line, "damaged  %s: size does not match", G.key[B]);
     assert_says(r, line);
-    assert_says(r, "4 entries checked: 2 sound, 2 damaged");
+    snprintf(line, sizeof line, "damaged  %s: checksum mismatch in its source", G.key[C]);
+    assert_says(r, line);
+    assert_says(r, "4 entries checked: 1 sound, 3 damaged");
     /* A FIFO or a link under an entry's name is reported, never waited on or followed. */
     unlink(entry_path(dir, A, ".atbc"));
     assert_int_equal(mkfifo(entry_path(dir, A, ".atbc"), 0600), 0);
@@ -751,7 +770,8 @@ static void test_tool_import_refuses(void **state)
     } cases[] = {
         {"library " ATTNBWD_VERSION_STRING, "library 9.9.9", 0, "holds kernels of attnbwd 9.9.9"},
         {"nvrtc ", "nvrtc 1.", 0, "compiled by NVRTC 1."},
-        {"archive 1", "archive 7", 0, "an archive of format 7"},
+        {"archive 2", "archive 7", 0, "an archive of format 7"},
+        {"archive 2", "archive 1", 0, "an archive of format 1"}, /* its entries are of the older format */
         {NULL, NULL, (long)total - 3, "is cut short"},
         {NULL, NULL, (long)total / 2, "is cut short"},
         {"attnbwd-cache-manifest 2\nlibrary", "attnbwd-cache-manifest 2\nlibrarx", 0, "checksum mismatch"},
@@ -789,7 +809,7 @@ static void one_entry_archive(const char *entry, const char *key, const char *ar
     fclose(f);
     f = fopen(archive, "wb");
     assert_non_null(f);
-    fprintf(f, "attnbwd-cache-archive 1\nlibrary %s\nnvrtc %d.%d\n\nentry %s %llu 0\n", ATTNBWD_VERSION_STRING, maj,
+    fprintf(f, "attnbwd-cache-archive 2\nlibrary %s\nnvrtc %d.%d\n\nentry %s %llu 0\n", ATTNBWD_VERSION_STRING, maj,
             min, key, (unsigned long long)elen);
     assert_int_equal(fwrite(bytes, 1, elen, f), elen);
     fprintf(f, "end 1\n");

@@ -12,10 +12,6 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#ifndef XXH_INLINE_ALL
-#define XXH_INLINE_ALL
-#endif
-#include <xxhash.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "test_util.h"
 #include "attnbwd.h"
 
@@ -120,29 +117,22 @@ static unsigned char *read_file(const char *path, size_t *len) {
     return b;
 }
 
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-/* Rewrites entry `path` with `payload` in place of its cubin and a checksum
- * that matches (runtime/cache.h's layout): what anyone who can write the
- * folder can make, since the checksum has no key. */
+/* Rewrites entry `path` with `payload` in place of its cubin and checksums
+ * that match (runtime/cache.h's layout, written by the library's own
+ * cache_header_write): what anyone who can write the folder can make, since
+ * the checksums have no key. */
 static void plant_payload(const char *path, const void *payload, size_t plen) {
+    const size_t h = CACHE_FILE_HEADER_LEN;
     size_t len;
     unsigned char *old = read_file(path, &len);
     uint32_t mlen = old[12] | old[13] << 8 | old[14] << 16 | (uint32_t)old[15] << 24;
-    unsigned char *out = malloc(32 + mlen + plen);
-    memcpy(out, old, 32 + mlen);
-    memcpy(out + 32 + mlen, payload, plen);
-    put_u64(out + 16, plen);
-    XXH3_state_t st;
-    XXH3_64bits_reset(&st);
-    XXH3_64bits_update(&st, out + 32, mlen);
-    XXH3_64bits_update(&st, payload, plen);
-    put_u64(out + 24, XXH3_64bits_digest(&st));
+    unsigned char *out = malloc(h + mlen + plen);
+    memcpy(out + h, old + h, mlen);
+    memcpy(out + h + mlen, payload, plen);
+    cache_header_write(out, (const char *)out + h, mlen, payload, plen);
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
-    assert_int_equal(fwrite(out, 1, 32 + mlen + plen, f), 32 + mlen + plen);
+    assert_int_equal(fwrite(out, 1, h + mlen + plen, f), h + mlen + plen);
     fclose(f);
     free(out);
     free(old);
@@ -153,9 +143,9 @@ static unsigned char *entry_payload(const char *path, size_t *plen) {
     size_t len;
     unsigned char *b = read_file(path, &len);
     uint32_t mlen = b[12] | b[13] << 8 | b[14] << 16 | (uint32_t)b[15] << 24;
-    *plen = len - 32 - mlen;
+    *plen = len - CACHE_FILE_HEADER_LEN - mlen;
     unsigned char *p = malloc(*plen);
-    memcpy(p, b + 32 + mlen, *plen);
+    memcpy(p, b + CACHE_FILE_HEADER_LEN + mlen, *plen);
     free(b);
     return p;
 }
