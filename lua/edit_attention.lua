@@ -60,8 +60,8 @@ function M.validate(shape, t, arch)
   if t.pdl ~= 0 and not pdl_arch(arch) then
     return "pdl=" .. t.pdl .. " (programmatic dependent launch) needs sm_90 or newer; " .. arch .. " has none"
   end
-  if t.wg == 1 and (t.precision ~= 0 or t.fused ~= 1) then
-    return "wg=1 (wgmma products) is for precision 0 (tf32) with fused=1"
+  if t.wg == 1 and (t.precision == 1 or t.fused ~= 1) then
+    return "wg=1 (wgmma products) is for precision 0 (tf32) or 2 (fp16) with fused=1"
   end
   if t.wg == 1 and not wgmma_arch(arch) then return "wg=1 needs sm_90 (wgmma); " .. arch .. " has none" end
   local n = limits.arch_number(arch)

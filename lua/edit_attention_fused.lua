@@ -56,7 +56,7 @@ local function product_rules(f)
   -- gA, TMA-fed and unsplit, makes the row dots from its accumulators
   -- (templates/gemm_tma.cu's ROWDOT_T): no rowdot launch after it.
   function f.makes_rowdots(g)
-    return g.rowdot and g.choice.tma == true and g.choice.splits == 1 and not g.ta and
+    return g.rowdot and g.choice.tma == true and not g.choice.config.f16 and g.choice.splits == 1 and not g.ta and
            not g.c_t and not f.gs_half and tma_smem(g.choice.config, g.ta, true) <= smem_limit(arch)
   end
   -- A product whose A's column sums are a bias gradient makes them itself
@@ -113,7 +113,9 @@ function M.context(shape, t, arch)
   bias_rules(f)
   for _, g in ipairs(products) do
     if f.apart(g) then f.p.reserve("splitk_" .. g.name, g.choice.splits * g.m * g.n) end
-    if g.choice.wg and not g.b_direct then f.p.reserve("tB_" .. g.name, g.n * g.kp) end
+    if g.choice.wg and not g.b_direct then -- fp16 B: two halves a float
+      f.p.reserve("tB_" .. g.name, g.choice.config.f16 and g.n * g.kp // 2 or g.n * g.kp)
+    end
   end
   pass_rules(f)
   return f

@@ -18,7 +18,7 @@ local gemm_smem, wg_smem, tma_smem, tma_threads = tiles.gemm_smem, tiles.wg_smem
 local function transpose_b(f, g)
   local p, wsp, bind = f.p, f.p.wsp, f.p.bind
   if not g.choice.wg or g.b_direct then return false end
-  p.kernel("transpose", { ceil_div(g.kp, 64), ceil_div(g.n, 64), 1 },
+  p.kernel(g.choice.config.f16 and "transpose_f16" or "transpose", { ceil_div(g.kp, 64), ceil_div(g.n, 64), 1 },
            { bind(g.b), wsp("tB_" .. g.name), "i64:" .. g.k, "i32:" .. g.n, "i64:" .. g.kp })
   return true
 end
@@ -31,14 +31,17 @@ local function tma_product(f, g, paired)
   local sums = f.makes_sums(g, paired)
   local values = { M = g.m, N = g.n, K = g.k, LDC = g.ldc, TA = g.ta, BM = c.bm, BN = c.bn, STAGES = c.stages,
                    RAW = c.raw, KSPLIT = g.choice.kslice, SPLITS = g.choice.splits, COLSUM = sums and true or false,
-                   A_TRUNC = g.a == "ws:gqkv" and not g.ta, -- grad_hidden: A to the tensor cores as stored
+                   A_TRUNC = g.a == "ws:gqkv" and not g.ta and not c.f16, -- grad_hidden: A to the tensor cores as stored
                    B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n,
-                   CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = f.adds_slices(g), CLUSTER_DIMS = "" }
+                   CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = f.adds_slices(g), CLUSTER_DIMS = "",
+                   TMA_FN = c.f16 and "gemm_tma_f16" or "gemm_tma" }
   -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
   local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                 or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
+  -- fp16 B (gemm_tma_f16): each pair of halves one float to the TMA, a box of 32 of them 64 k.
+  local bcols = c.f16 and g.kp // 2 or g.kp
   local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn, GEMM_BK) .. bind(g.b)
-                or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.kp, g.kp, c.bn, GEMM_BK) .. wsp("tB_" .. g.name)
+                or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, bcols, bcols, c.bn, 32) .. wsp("tB_" .. g.name)
   local out = split and wsp("splitk_" .. g.name) or bind(g.c)
   local colsum = not sums and "null" or g.choice.splits > 1 and wsp(g.bias_part) or g.bias -- a row per slice
   return values, { map_a .. bind(g.a), map_b, out, colsum }, sums

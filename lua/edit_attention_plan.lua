@@ -14,7 +14,7 @@
 --   the two bias gradients as column sums
 -- The projection products run on tensor cores with tiles and a split of K
 -- chosen for each product's M, N, K (lua/projection_tiles.lua): mma.sync
--- (templates/gemm_tc.cu), or with wg = 1 (TF32 on sm_90) wgmma, TMA-fed or
+-- (templates/gemm_tc.cu), or with wg = 1 (TF32 or fp16 on sm_90) wgmma, TMA-fed or
 -- not (templates/gemm_tma.cu, gemm_wg.cu), after a rounded transpose of B,
 -- where the model says that is faster.
 -- fused = 0: the first, correct-first sequence (ten batched 64x64 products and
@@ -54,7 +54,12 @@ local function render_common(f)
     p.render("gemm_wg.cu", {})
     if t.tma == 1 or f.att_wg then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
-    p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })
+    if f.mode == 2 then -- fp16: its products (TMA-fed or mma.sync), B transposed into fp16
+      if t.tma == 1 then p.render("gemm_tma_f16.cu", {}) end
+      p.render("transpose_f16.cu", { PREFIX = p.prefix })
+    else
+      p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })
+    end
   end
 end
 

@@ -1,8 +1,9 @@
 -- The projection products' tiles: for each product's M, N, K, the tile
 -- configuration and split of K with the least modelled time, on mma.sync
 -- (templates/gemm_tc.cu), wgmma (templates/gemm_wg.cu) or TMA-fed wgmma
--- (templates/gemm_tma.cu), and for two products in one launch
--- (templates/gemm_tma_pair_kernel.cu). The rates are the H200's, measured.
+-- (templates/gemm_tma.cu; fp16: gemm_tma_f16.cu), and for two products in one launch
+-- (templates/gemm_tma_pair_kernel.cu). The rates are the H200's, measured
+-- (fp16's TMA rates are estimates until measured).
 local limits = require "edit_attention_limits"
 local ceil_div, SMS = limits.ceil_div, limits.SMS
 
@@ -28,11 +29,13 @@ function M.gemm_smem(c, ta, tb)
   return c.stages * (a + b) * 4
 end
 
--- K in s slices of whole k tiles: the slice length, or nil where s slices of
--- it do not come out as s (or, split, are shorter than four k tiles).
-local function k_slice(k, s)
-  local kslice = ceil_div(ceil_div(k, s), GEMM_BK) * GEMM_BK
-  if ceil_div(k, kslice) == s and (s == 1 or kslice >= 4 * GEMM_BK) then return kslice end
+-- K in s slices of whole k tiles (bk k each, GEMM_BK where nil): the slice
+-- length, or nil where s slices of it do not come out as s (or, split, are
+-- shorter than four k tiles).
+local function k_slice(k, s, bk)
+  bk = bk or GEMM_BK
+  local kslice = ceil_div(ceil_div(k, s), bk) * bk
+  if ceil_div(k, kslice) == s and (s == 1 or kslice >= 4 * bk) then return kslice end
 end
 -- What a K split of s slices adds: the partial products written and read
 -- back, the output written, and the reduce's launch; or (red: the slices
@@ -49,11 +52,11 @@ end
 -- `configs` whose shared memory (smem(c) bytes) fits `limit`: waves of blocks,
 -- each SM running `per_sm` of them at `rate` FLOP/s together, plus the traffic
 -- of the partial products when K is split (split_cost's, red as there).
-local function choose(configs, smem, m, n, k, limit, red)
+local function choose(configs, smem, m, n, k, limit, red, bk)
   local best
   for _, c in ipairs(configs) do
     for _, s in ipairs(limit and smem(c) > limit and {} or SPLITS) do
-      local kslice = k_slice(k, s)
+      local kslice = k_slice(k, s, bk)
       if kslice then
         local blocks = ceil_div(m, c.bm) * ceil_div(n, c.bn) * s
         local waves = ceil_div(blocks, SMS * c.per_sm)
@@ -105,14 +108,28 @@ local TMA_CONFIGS = {
 -- Threads of a TMA-fed product's block: tc::gemm_tma_threads (a producer
 -- warpgroup and BM/64 consumer warpgroups).
 function M.tma_threads(c) return c.bm // 64 * 128 + 128 end
+-- fp16 operands (templates/gemm_tma_f16.cu, precision fp16): k tiles of 64,
+-- fp16 tiles of A and B a stage (the bytes of TF32's 32-k tiles), and RAW
+-- raw fp32 k tiles of A (TA or not), which the producer converts. `rate`:
+-- TF32's scaled by 1.4, a guess until measured: fp16 wgmma's peak is twice
+-- TF32's, but A's fp32 reads and its conversion stay as they were.
+local TMA_F16_CONFIGS = {
+  { bm = 128, bn = 256, stages = 3, raw = 2, per_sm = 1, rate = 3.8e12, f16 = true },
+  { bm = 128, bn = 128, stages = 4, raw = 2, per_sm = 1, rate = 2.2e12, f16 = true },
+}
+M.F16_BK = 64
 -- rowdot (gA's row dots, gemm_tma's ROWDOT_T): a head of attention_output
--- (bm x 64 floats) and a barrier a head beyond the stages.
+-- (bm x 64 floats) and a barrier a head beyond the stages. An fp16 config
+-- (c.f16): stages of fp16 tiles and raw fp32 tiles of 64 k, no row dots.
 function M.tma_smem(c, ta, rowdot)
+  if c.f16 then return (c.stages * (c.bm + c.bn) * 32 + c.raw * c.bm * 64) * 4 + (3 * c.stages + c.raw) * 8 + 1024 end
   return (c.stages * (c.bm + c.bn) + (ta and c.raw * c.bm or 0)) * GEMM_BK * 4 + (3 * c.stages + c.raw) * 8 + 1024 +
          (rowdot and c.bm * 64 * 4 + c.bn // 64 * 8 or 0)
 end
-function M.choose_tma(m, n, k, ta, limit, red)
-  local best = choose(TMA_CONFIGS, function(c) return M.tma_smem(c, ta) end, m, n, k, limit, red)
+-- f16: fp16 operands (TMA_F16_CONFIGS, k tiles of 64).
+function M.choose_tma(m, n, k, ta, limit, red, f16)
+  local best = choose(f16 and TMA_F16_CONFIGS or TMA_CONFIGS, function(c) return M.tma_smem(c, ta) end, m, n, k,
+                      limit, red, f16 and M.F16_BK or nil)
   if best then best.wg, best.tma = true, true end
   return best
 end
@@ -132,7 +149,7 @@ end
 -- (s - 1) / s of a tile from the others (DSMEM_RATE a block, a guess until
 -- measured); where both products are split, by the same s (one cluster size a
 -- launch). Such a choice has `cluster` set. red: the splits costed as added
--- by float atomics (split_cost).
+-- by float atomics (split_cost). f16: fp16 operands (TMA_F16_CONFIGS).
 local PAIR_BLOCK_SETUP, PAIR_SPLITS, PAIR_MAX_BLOCKS = 3e-6, { 1, 2, 3, 4 }, 8 * SMS
 local DSMEM_SETUP, DSMEM_RATE = 1e-6, 60e9
 local function pair_makespan(n1, t1, n2, t2)
@@ -156,14 +173,14 @@ local function pair_makespan(n1, t1, n2, t2)
   return groups[#groups].load
 end
 M.makespan = pair_makespan -- also the attention pass's blocks of two sizes (att_kb=3)
-function M.choose_pair(g1, g2, limit, wide_only, splits1, dsm, red)
+function M.choose_pair(g1, g2, limit, wide_only, splits1, dsm, red, f16)
   local best
   local function options(g, splits)
     local out = {}
-    for _, c in ipairs(TMA_CONFIGS) do
+    for _, c in ipairs(f16 and TMA_F16_CONFIGS or TMA_CONFIGS) do
       if not (limit and M.tma_smem(c, g.ta) > limit) and not (wide_only and c.bn ~= 256) then
         for _, s in ipairs(splits or PAIR_SPLITS) do
-          local kslice = k_slice(g.k, s)
+          local kslice = k_slice(g.k, s, f16 and M.F16_BK or nil)
           if kslice then
             local cluster = dsm and s > 1
             local o = { config = c, splits = s, kslice = kslice, wg = true, tma = true, cluster = cluster or nil,

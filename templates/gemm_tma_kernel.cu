@@ -9,7 +9,7 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads({{BM}}), 1) {{
     tc::pdl_enter();
     constexpr bool RED = {{RED}}, APART = {{SPLITS}} > 1 && !RED; // APART: each K slice's C apart
     float *out = APART ? C + (long long)blockIdx.z * {{M}} * {{N}} : C;
-    tc::gemm_tma<{{M}}, {{N}}, {{K}}, {{TA}}, {{BM}}, {{BN}}, {{STAGES}}, {{RAW}}, {{KSPLIT}}, {{COLSUM}}, {{A_TRUNC}},
+    tc::{{TMA_FN}}<{{M}}, {{N}}, {{K}}, {{TA}}, {{BM}}, {{BN}}, {{STAGES}}, {{RAW}}, {{KSPLIT}}, {{COLSUM}}, {{A_TRUNC}},
                  {{B_ROUND}}, {{C_T}}, 1, false, RED>(&map_a, &map_b, out, APART ? {{SPLIT_LD}} : {{LDC}},
                                                       APART ? 1.f : alpha, blockIdx.z, colsum, blockIdx.x, blockIdx.y);
 }

@@ -22,12 +22,15 @@ template <int MODE> struct kstep { static constexpr int value = MODE == 2 ? 16 :
 // into a NaN, which an fp32 product of it would give anyway).
 __device__ __forceinline__ unsigned to_tf32(float x) { return __float_as_uint(x) + 0x1000u; }
 
-// Two floats as one f16x2 register, lo (the lower k index) in the low half.
+// Two floats as one f16x2 register, lo (the lower k index) in the low half,
+// each rounded to nearest even (tests/emu/cuda_on_cpu.h has its CPU form).
+#ifndef TC_EMU
 __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
+#endif
 
 // fp16 (its bits) to fp32, exactly.
 __device__ __forceinline__ float from_f16(unsigned short x) {

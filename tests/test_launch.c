@@ -136,6 +136,28 @@ static void edit_plans_launch_whole(void **state) {
     attnbwd_close(ctx);
 }
 
+/* fp16 plans, their projection products on gemm_tma_f16 (B in fp16, its
+ * tensor maps over pairs of halves), launched whole: every tensor map
+ * accepted by the fake's checks of cuTensorMapEncodeTiled. */
+static void fp16_plans_launch_whole(void **state) {
+    (void)state;
+    attnbwd_ctx *ctx = open_ctx();
+    const int64_t cases[][2] = {{2, 17}, {1, 373}};
+    for (size_t c = 0; c < 2; ++c) {
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, cases[c][0], 16, cases[c][1], 1, ATTNBWD_PRECISION_FP16};
+        attnbwd_kernel *k = NULL;
+        if (attnbwd_get_kernel(ctx, &s, &k) != ATTNBWD_OK) fail_msg("fp16 kernel: %s", attnbwd_last_error());
+        assert_non_null(strstr(k->plan.tiles, " wg=1"));
+        attnbwd_edit_attention_args a = edit_args(k);
+        fake_reset();
+        if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK)
+            fail_msg("fp16 B=%lld T=%lld: %s", (long long)cases[c][0], (long long)cases[c][1], attnbwd_last_error());
+        expect_plan_launched(k, 0);
+        assert_true(fake_count("tensor_maps") > 0);
+    }
+    attnbwd_close(ctx);
+}
+
 /* Runs a kernel twice: launched directly on its lanes, then captured (every
  * lane joined back, else the fake's capture fails) and replayed. */
 static void launch_direct_then_graph(attnbwd_kernel *k) {
@@ -653,6 +675,7 @@ int main(int argc, char **argv) {
     test_filter(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(edit_plans_launch_whole),
+        cmocka_unit_test(fp16_plans_launch_whole),
         cmocka_unit_test(repeated_calls_replay_a_graph),
         cmocka_unit_test(public_plans_launch_and_capture),
         cmocka_unit_test(variant_plans_launch_and_capture),

@@ -921,6 +921,57 @@ static const plan_launch *launch_named(const kernel_plan *p, const char *tail) {
 }
 static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1]; }
 
+/* fp16 (precision 2) on sm_90: the heuristic puts the projection products on
+ * the fp16 TMA-fed wgmma path (templates/gemm_tma_f16.cu, sm_90a), every B
+ * transposed into fp16 with its K padded to a multiple of 8 and its tensor
+ * map counting pairs of halves; no TF32 product, gQ or attention pass on
+ * wgmma (theirs are TF32's). fp32 keeps mma.sync and refuses wg=1. */
+static void fp16_wgmma_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{64, 128}, {1, 373}, {32, 773}, {1, 1}};
+    for (size_t i = 0; i < 4; ++i) {
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, ATTNBWD_PRECISION_FP16};
+        kernel_plan p;
+        assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+        assert_int_equal(tile(p.tiles, "wg"), 1);
+        assert_int_equal(tile(p.tiles, "tma"), 1);
+        assert_string_equal(p.compile_arch, "sm_90a");
+        assert_non_null(strstr(p.source, "tc::gemm_tma_f16<"));
+        assert_null(strstr(p.source, "tc::gemm_tma<"));
+        assert_null(strstr(p.source, "tc::gemm_wg<"));
+        int transposes = 0, f16_maps = 0;
+        for (int l = 0; l < p.n_launches; ++l) {
+            const plan_launch *x = &p.launches[l];
+            assert_false(ends_with(x->name, "_transpose"));
+            assert_false(ends_with(x->name, "_attention_wg"));
+            if (!ends_with(x->name, "_transpose_f16")) continue;
+            transposes++;
+            const long long kp = strtoll(last_arg(x) + 4, NULL, 10); /* "i64:KP" */
+            assert_true(kp % 8 == 0);
+            /* The product's B map over this region: [N, kp / 2] "floats". */
+            for (int m = 0; m < p.n_launches; ++m)
+                for (int a = 0; a < p.launches[m].n_args; ++a) {
+                    const char *arg = p.launches[m].args[a], *at = strstr(arg, x->args[1]);
+                    if (strncmp(arg, "tmap:", 5) || !at || strcmp(at, x->args[1])) continue;
+                    char want[64];
+                    snprintf(want, sizeof want, "tmap:1024:%lld:%lld:", kp / 2, kp / 2);
+                    assert_true(!strncmp(arg, want, strlen(want)));
+                    f16_maps++;
+                }
+        }
+        assert_true(transposes >= 1);
+        assert_int_equal(f16_maps, transposes);
+        kernel_plan_free(&p);
+        s.precision = ATTNBWD_PRECISION_FP32;
+        assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+        assert_int_equal(tile(p.tiles, "wg"), 0);
+        kernel_plan_free(&p);
+        assert_int_equal(gen_plan(g, &s, "sm_90", "wg=1", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
+    }
+    gen_close(g);
+}
+
 /* gs_half=1 (where the pass and gQ run on wgmma): gS in the workspace as fp16,
  * its region half the fp32 one's; the row dots' launch also writes the rows'
  * |gA_i|^2 (gan), which the pass reads with dropout_p, and the pass's
@@ -1692,6 +1743,7 @@ int main(void) {
         cmocka_unit_test(att_kb3_plans),
         cmocka_unit_test(edit_attention_plans),
         cmocka_unit_test(grad_hidden_truncation_plans),
+        cmocka_unit_test(fp16_wgmma_plans),
         cmocka_unit_test(gs_half_plans),
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),

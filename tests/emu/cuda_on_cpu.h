@@ -13,7 +13,7 @@
 // with phases, parity waits and transaction bytes; 2-D TMA boxes copied at
 // once (zeros past the tensor, the 128-byte swizzle on shared-memory
 // offsets); cp.async as a copy done at once (zeros past the bytes asked
-// for); wgmma m64nNk8 TF32 with both operands K-major in
+// for); wgmma m64nNk8 TF32 and m64nNk16 fp16 (fp32 accumulation) with both operands K-major in
 // that swizzle, read through its descriptor, or A from the warps' registers
 // (mma.sync's A fragments, gathered from the warp), each thread computing its own
 // accumulator fragment and reading operands as the tensor cores do (the low
@@ -58,6 +58,7 @@ struct alignas(8) float2 { float x, y; };
 struct alignas(8) uint2 { unsigned x, y; };
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 typedef long long i64;
@@ -321,6 +322,49 @@ template <int N> inline void wgmma_ss(float *d, unsigned long long a, unsigned l
                 d[4 * j + 2 * e + x] += s;
             }
 }
+// fp16 (f16x2 registers, shared-memory halves) as the tensor cores take it:
+// cvt.rn.f16x2.f32 rounds each float to nearest even (GCC's _Float16 does
+// the same), lo in the low half.
+inline unsigned short f16_bits(float x) {
+    const _Float16 h = (_Float16)x;
+    unsigned short u;
+    memcpy(&u, &h, 2);
+    return u;
+}
+inline float f16_value(unsigned short u) {
+    _Float16 h;
+    memcpy(&h, &u, 2);
+    return (float)h;
+}
+inline unsigned pack_f16x2(float lo, float hi) { return f16_bits(lo) | (unsigned)f16_bits(hi) << 16; }
+inline float smem_f16_at(unsigned off) {
+    unsigned short u;
+    memcpy(&u, emu::this_block->smem + off, 2);
+    return f16_value(u);
+}
+// m64nNk16 .f32.f16.f16, both operands K-major in the 128-byte swizzle (PTX
+// ISA, "Asynchronous Warpgroup Level Matrix Shared Memory Layout": a row of
+// 64 halves is 128 bytes, its 16-byte chunk c at c ^ (row % 8); one
+// instruction reads 16 k, 32 bytes of each row from the descriptor's start,
+// as m64nNk8 TF32 does): this thread's N/2 accumulators, each the float sum
+// of 16 exact products of fp16 values.
+template <int N> inline void wgmma_ss_f16(float *d, unsigned long long a, unsigned long long b) {
+    for (unsigned long long x : {a, b})
+        if ((x >> 16 & 0x3FFF) != 1 || (x >> 32 & 0x3FFF) != 64 || (x >> 62) != 1) { fprintf(stderr, "bad desc\n"); abort(); }
+    const unsigned sa = (unsigned)(a & 0x3FFF) << 4, sb = (unsigned)(b & 0x3FFF) << 4;
+    const unsigned tid = threadIdx.x % 128, q = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    for (int j = 0; j < N / 8; ++j)
+        for (int e = 0; e < 2; ++e)
+            for (int x = 0; x < 2; ++x) {
+                const unsigned m = 16 * q + g + 8 * e, n = 8 * j + 2 * t + x;
+                float s = 0.f;
+                for (unsigned kk = 0; kk < 16; ++kk)
+                    s += smem_f16_at(swz(sa + m * 128 + kk * 2)) * smem_f16_at(swz(sb + n * 128 + kk * 2));
+                d[4 * j + 2 * e + x] += s;
+            }
+}
+inline void wgmma_n128_f16_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss_f16<128>(d, a, b); }
+inline void wgmma_n256_f16_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss_f16<256>(d, a, b); }
 inline void wgmma_n32_tf32_ss(float (&d)[16], unsigned long long a, unsigned long long b) { wgmma_ss<32>(d, a, b); }
 inline void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned long long b) { wgmma_ss<64>(d, a, b); }
 inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128>(d, a, b); }
