@@ -13,8 +13,9 @@ inside a captured CUDA graph (after one call outside it, which compiles and load
 
 The kernels run on the tensors' device, on its current stream, with nothing synchronised on the way; each device
 gets its own library context (device_context) and each (device, shape) its kernel object, kept for the process.
-Problem 2's workspace comes from PyTorch's caching allocator. Tensors are checked (fp32, on one CUDA device,
-contiguous, the spec's shapes) before anything is launched: a wrong one is a ValueError naming it."""
+Problem 2's workspace comes from PyTorch's caching allocator. Tensors are checked (fp32, on one CUDA device, the
+spec's shapes) before anything is launched: a wrong one is a ValueError naming it. Any strides are taken: a tensor
+that is not contiguous reaches the kernel as a dense copy."""
 
 import threading
 from typing import Optional, Tuple
@@ -22,9 +23,8 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-# The kernels read their tensors as dense rows, so torch.compile must hand the ops tensors with exactly the
-# strides they had when traced (contiguous), not the padded strides Inductor may give the buffers it allocates
-# (under its default, needs_fixed_stride_order, a mask made contiguous came with rows padded from 33 to 36).
+# The kernels read their tensors as dense rows: the ops ask torch.compile for tensors with exactly the strides
+# they had when traced (contiguous), which saves the copy _dense makes of a buffer with padded rows.
 _EXACT = tuple(getattr(torch.Tag, n) for n in ("needs_exact_strides",) if hasattr(torch.Tag, n))
 
 from . import binding as b
@@ -84,9 +84,9 @@ def _stream(device):
     return torch.cuda.current_stream(device).cuda_stream
 
 
-def _check(name, t, shape, dtype=torch.float32, device=None, contiguous=True):
-    """ValueError naming the tensor unless it is a `dtype` tensor of `shape` on CUDA `device`, contiguous where
-    a kernel reads it."""
+def _check(name, t, shape, dtype=torch.float32, device=None):
+    """ValueError naming the tensor unless it is a `dtype` tensor of `shape` on CUDA `device` (any strides: the
+    ops hand the kernels dense copies where a tensor is not, see _dense)."""
     if not isinstance(t, Tensor):
         raise ValueError(f"{name}: expected a tensor, got {type(t).__name__}")
     if t.dtype != dtype:
@@ -97,8 +97,13 @@ def _check(name, t, shape, dtype=torch.float32, device=None, contiguous=True):
         raise ValueError(f"{name}: on {t.device}, the other tensors on {device}")
     if tuple(t.shape) != tuple(shape):
         raise ValueError(f"{name}: shape {tuple(t.shape)}, expected {tuple(shape)}")
-    if contiguous and not t.is_contiguous():
-        raise ValueError(f"{name}: not contiguous (strides {t.stride()}); pass t.contiguous()")
+
+
+def _dense(*tensors):
+    """The tensors as the kernels read them, dense rows: each itself where it is contiguous, else a copy. Inductor
+    may hand an op buffers with padded rows whatever strides it traced (a [B,1,33,33] mask with rows of 36), so the
+    ops take any strides rather than refuse them."""
+    return [t.contiguous() if t is not None else None for t in tensors]
 
 
 def _check_p(p):
@@ -132,6 +137,7 @@ def softmax_dropout_bwd(grad_output: Tensor, p_attn: Tensor, mask: Tensor, dropo
     """Problem 1's backward (spec softmax_dropout_bwd.md): grad_output, p_attn fp32 [B,H,T,T], mask bool
     [B,1,T,T], dropout_mask bool [B,H,T,T] (not read when p == 0; may be None then). Returns grad_scores."""
     B, H, T = _check_softmax_bwd(grad_output, p_attn, mask, dropout_mask, p)
+    grad_output, p_attn, mask, dropout_mask = _dense(grad_output, p_attn, mask, dropout_mask if p > 0 else None)
     dev = grad_output.device
     k = _kernel(dev, ("softmax_dropout", B, H, T, p > 0), lambda: softmax_dropout_shape(B, H, T, p > 0))
     grad_scores = torch.empty_like(grad_output)
@@ -150,9 +156,8 @@ def _check_softmax_fwd(scores, mask, p):
     if scores.dim() != 4 or scores.shape[2] != scores.shape[3]:
         raise ValueError(f"scores: shape {tuple(scores.shape)}, expected [B, H, T, T]")
     B, H, T, _ = scores.shape
-    # The forward is PyTorch's: any strides; the backward gets what it reads made contiguous.
-    _check("scores", scores, (B, H, T, T), contiguous=False)
-    _check("mask", mask, (B, 1, T, T), torch.bool, scores.device, contiguous=False)
+    _check("scores", scores, (B, H, T, T))
+    _check("mask", mask, (B, 1, T, T), torch.bool, scores.device)
     _check_p(p)
 
 
@@ -185,8 +190,7 @@ def _softmax_setup(ctx, inputs, output):
 
 def _softmax_backward(ctx, grad_out, _grad_p_attn, _grad_keep):
     p_attn, mask, keep = ctx.saved_tensors
-    grad = softmax_dropout_bwd(grad_out.contiguous(), p_attn.contiguous(), mask.contiguous(),
-                               keep.contiguous() if ctx.p > 0 else None, ctx.p)
+    grad = softmax_dropout_bwd(grad_out, p_attn, mask, keep if ctx.p > 0 else None, ctx.p)
     return grad, None, None
 
 
@@ -273,6 +277,7 @@ def edit_attention_bwd(grad_output: Tensor, hidden_states: Tensor, edit_region_m
               "qkv_weight": qkv_weight, "out_weight": out_weight, "attention_mask": attention_mask, "query": query,
               "key": key, "value": value, "attention_probs": attention_probs,
               "attention_probs_dropped": attention_probs_dropped, "attention_output": attention_output}
+    inputs = dict(zip(inputs, _dense(*inputs.values())))  # kept alive until the kernel is enqueued
     for name, t in inputs.items():  # the inputs the kernel does not read stay NULL
         setattr(a, name, t.data_ptr())
     for name, t in zip(b.EDIT_OUTPUTS, grads):
