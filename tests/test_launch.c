@@ -149,11 +149,11 @@ static void fp16_plans_launch_whole(void **state) {
         if (attnbwd_get_kernel(ctx, &s, &k) != ATTNBWD_OK) fail_msg("fp16 kernel: %s", attnbwd_last_error());
         assert_non_null(strstr(k->plan.tiles, " wg=1"));
         attnbwd_edit_attention_args a = edit_args(k);
-        fake_reset();
+        fake.reset();
         if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK)
             fail_msg("fp16 B=%lld T=%lld: %s", (long long)cases[c][0], (long long)cases[c][1], attnbwd_last_error());
         expect_plan_launched(k, 0);
-        assert_true(fake_count("tensor_maps") > 0);
+        assert_true(fake.count("tensor_maps") > 0);
     }
     attnbwd_close(ctx);
 }
