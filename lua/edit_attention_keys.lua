@@ -21,9 +21,11 @@ local limits = require "edit_attention_limits"
 
 local ceil_div, H, SMS = limits.ceil_div, limits.H, limits.SMS
 
--- wg: TF32's products (and gQ and the pass) on wgmma, and fp16's
--- projection products (templates/gemm_tma_f16.cu); fp32 stays exact.
-local function wg_default(shape, arch) return (shape.precision ~= 1 and limits.wgmma_arch(arch)) and 1 or 0 end
+-- wg: TF32's products (and gQ and the pass) on wgmma by default. fp16's
+-- projection products on wgmma (templates/gemm_tma_f16.cu) are asked for
+-- with "wg=1 tma=1": checked on the CPU emulator, not yet against the fp64
+-- reference on a GPU, so fp16 keeps mma.sync by default. fp32 stays exact.
+local function wg_default(shape, arch) return (shape.precision == 0 and limits.wgmma_arch(arch)) and 1 or 0 end
 local function only_wg(values) return function(_, first) return first.wg == 1 and values or {} end end
 local function only_b1(values) return function(shape) return shape.batch == 1 and values or {} end end
 
@@ -42,8 +44,8 @@ M.KEYS = {
     doc = "gS through the workspace, or gQ and the edit-bias sums as float atomics inside the pass",
     kernels = { "attention pass", "grad_query", "bias_grads" }, limits = { "attention pass shared memory" },
     explore = { 0 } },
-  { name = "wg", values = { 0, 1 }, default = wg_default, default_doc = "1 for precision 0 or 2 on sm_90",
-    doc = "the products on wgmma where the model says so (sm_90; fp16: the TMA-fed projection products only)",
+  { name = "wg", values = { 0, 1 }, default = wg_default, default_doc = "1 for precision 0 on sm_90",
+    doc = "the products on wgmma where the model says so (sm_90; fp16, asked for: the TMA-fed projection products only)",
     kernels = { "every product", "transpose" }, explore = { 0 } },
   { name = "kv_split", values = { 0, 1 }, default = 1, doc = "gV and gK on separate warps of the mma.sync pass",
     kernels = { "attention_fused" }, explore = { 0 } },

@@ -290,7 +290,7 @@ int main(void) {
     /* Past 2^31 elements in each [B, 16, T, T] tensor (129*16*1021^2 = 2.15e9; odd T): every offset into P,
      * Pd and gS must be 64-bit. About 40 GB of host memory for the reference, 30 GB on the device. */
     add_run(runs, &n, make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge"));
-    /* ... and in fp16: its products' M = B*T = 131709 rows on the fp16 TMA-fed wgmma path. */
+    /* ... and in fp16. */
     add_run(runs, &n, make_run(129, 1021, 0.1, ATTNBWD_PRECISION_FP16, 0, "huge"));
     add_run(runs, &n, make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, MASK0, ""));
     add_run(runs, &n, make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, ""));

@@ -146,7 +146,7 @@ static void fp16_plans_launch_whole(void **state) {
     for (size_t c = 0; c < 2; ++c) {
         attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, cases[c][0], 16, cases[c][1], 1, ATTNBWD_PRECISION_FP16};
         attnbwd_kernel *k = NULL;
-        if (attnbwd_get_kernel(ctx, &s, &k) != ATTNBWD_OK) fail_msg("fp16 kernel: %s", attnbwd_last_error());
+        if (attnbwd_get_kernel_tiles(ctx, &s, "wg=1 tma=1", &k) != ATTNBWD_OK) fail_msg("fp16 kernel: %s", attnbwd_last_error());
         assert_non_null(strstr(k->plan.tiles, " wg=1"));
         attnbwd_edit_attention_args a = edit_args(k);
         fake.reset();
