@@ -78,6 +78,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # header by tests/check_ctypes_layout.py), taken from this tree: bench.py times the library named by --lib.
 sys.path.insert(0, os.path.join(REPO, "python"))
 from attnbwd import binding  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import fmt, tool_check, tool_value  # noqa: E402
 from attnbwd.binding import (ATTNBWD_EDIT_ATTENTION_BWD, ATTNBWD_OK, ATTNBWD_SOFTMAX_DROPOUT_BWD,  # noqa: E402
                              EDIT_INPUTS, EDIT_OUTPUTS, ORIGINS, EditAttentionArgs, KernelInfo, Options, Shape)
 
@@ -912,23 +915,6 @@ def geomean(values):
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def tool_value(rec, tool, key):
-    t = rec["tools"].get(tool)
-    return t.get(key) if t else None
-
-
-def tool_check(rec, tool):
-    """The tool's verdict under the public rule: pass, FAIL, ERROR (did not run), n/c (not checked) or -."""
-    t = rec["tools"].get(tool)
-    if t is None:
-        return "-"
-    if not t.get("ok") and "check" not in t:
-        return "ERROR"
-    if "check" not in t:
-        return "n/c"
-    return "pass" if t["check"]["pass"] else "FAIL"
-
-
 def ours_pass(rec):
     return tool_check(rec, "ours")
 
@@ -982,10 +968,6 @@ def group_by_problem(records):
         groups.setdefault(r["problem"], []).append(r)
     by_name = {p.name: p for p in PROBLEMS}
     return [(by_name[name], recs) for name, recs in groups.items()]
-
-
-def fmt(v, spec):
-    return format(v, spec) if v is not None else "-"
 
 
 def time_cell(rec, tool):

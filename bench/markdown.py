@@ -7,29 +7,12 @@ Standard library only: runs anywhere, no GPU or PyTorch needed.
 """
 
 import json
+import os
 import re
 import sys
 
-
-def fmt(v, spec):
-    return format(v, spec) if v is not None else "-"
-
-
-def tool(rec, name, key):
-    t = rec["tools"].get(name)
-    return t.get(key) if t else None
-
-
-def verdict(rec, name):
-    """The tool's check under the public rule: pass, FAIL, error (did not run), not checked, or - (not run)."""
-    t = rec["tools"].get(name)
-    if t is None:
-        return "-"
-    if not t.get("ok") and "check" not in t:
-        return "error"
-    if "check" not in t:
-        return "not checked"
-    return "pass" if t["check"]["pass"] else "FAIL"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import fmt, tool_check, tool_value  # noqa: E402
 
 
 def tool_time(rec, name):
@@ -39,11 +22,11 @@ def tool_time(rec, name):
         return "-"
     if not t.get("ok"):
         return "failed"
-    return fmt(t.get("us"), ".1f") + (" **FAIL**" if verdict(rec, name) == "FAIL" else "")
+    return fmt(t.get("us"), ".1f") + (" **FAIL**" if tool_check(rec, name) == "FAIL" else "")
 
 
 def passed(rec):
-    v = verdict(rec, "ours")
+    v = tool_check(rec, "ours")
     return "**FAIL**" if v == "FAIL" else v
 
 
@@ -77,12 +60,12 @@ def check_summary(records, tools):
     """One line: how many workloads each tool passes under the public rule, failures named."""
     parts = []
     for t in tools:
-        verdicts = [(r["label"], verdict(r, t)) for r in records]
+        verdicts = [(r["label"], tool_check(r, t)) for r in records]
         checked = [v for v in verdicts if v[1] in ("pass", "FAIL")]
         if not checked:
             continue
         failed = [label for label, v in checked if v == "FAIL"]
-        errors = sum(1 for _, v in verdicts if v == "error")
+        errors = sum(1 for _, v in verdicts if v == "ERROR")
         notes = ([f"fails {'; '.join(failed)}"] if failed else []) + ([f"{errors} did not run"] if errors else [])
         parts.append(f"{t} {len(checked) - len(failed)}/{len(checked)}" + (f" ({', '.join(notes)})" if notes else ""))
     return "Passing the public acceptance rule: " + ", ".join(parts) + "." if parts else None
@@ -107,7 +90,7 @@ def times_table(records, tools, g):
         check = (r["tools"].get("ours") or {}).get("check") or {}
         cells = [r["label"], fmt(r["floor_us"], ".1f")] + ([fmt(r.get("floor_fp16_us"), ".1f")] if fp16 else [])
         cells += [tool_time(r, t) for t in tools]
-        cells += [fmt(tool(r, "ours", "floor_fraction"), ".3f"), passed(r), check.get("worst", "-")]
+        cells += [fmt(tool_value(r, "ours", "floor_fraction"), ".3f"), passed(r), check.get("worst", "-")]
         lines.append(row(cells))
     cells = ["**geomean**", fmt(g.get("floor_us"), ".1f")] + ([fmt(g.get("floor_fp16_us"), ".1f")] if fp16 else [])
     cells += [fmt(g.get(f"{t}_us"), ".1f") for t in tools]
@@ -119,7 +102,7 @@ def times_table(records, tools, g):
 def ours_table(records, name, g):
     """Problem 2, one of our tools per workload: time, TFLOP/s, fraction of the floor (and of the fp16 floor for
     an fp16 tool), the kernel with the most time and kernels a call (with --profile), check."""
-    fp16 = any(tool(r, name, "floor_fp16_fraction") is not None for r in records)
+    fp16 = any(tool_value(r, name, "floor_fp16_fraction") is not None for r in records)
     profiled = any((r["tools"].get(name) or {}).get("profile") for r in records)
     head = ["B,T", "us", "TFLOP/s", "floor/time"] + (["fp16 floor/time"] if fp16 else [])
     head += ["most time: kernel, share", "kernels a call"] if profiled else []
@@ -127,10 +110,10 @@ def ours_table(records, name, g):
     lines = align(head)
     for r in records:
         check = (r["tools"].get(name) or {}).get("check") or {}
-        v = verdict(r, name)
-        cells = [r["label"], tool_time(r, name), fmt(tool(r, name, "tflops"), ".1f"),
-                 fmt(tool(r, name, "floor_fraction"), ".3f")]
-        cells += [fmt(tool(r, name, "floor_fp16_fraction"), ".3f")] if fp16 else []
+        v = tool_check(r, name)
+        cells = [r["label"], tool_time(r, name), fmt(tool_value(r, name, "tflops"), ".1f"),
+                 fmt(tool_value(r, name, "floor_fraction"), ".3f")]
+        cells += [fmt(tool_value(r, name, "floor_fp16_fraction"), ".3f")] if fp16 else []
         cells += [most_time(r, name), kernels_per_call(r, name)] if profiled else []
         cells += ["**FAIL**" if v == "FAIL" else v, check.get("worst", "-")]
         lines.append(row(cells))
@@ -145,7 +128,7 @@ def ours_table(records, name, g):
 
 
 def precision_of(records, name, default):
-    found = {tool(r, name, "precision") for r in records} - {None}
+    found = {tool_value(r, name, "precision") for r in records} - {None}
     return found.pop() if len(found) == 1 else default
 
 
@@ -187,7 +170,7 @@ def group_table(records, tools, g, precision=None):
         cells = [r["label"], fmt(r["floor_us"], ".1f"), fmt(r["reachable_us"], ".1f")]
         cells += [fmt(r["copy_same_bytes_us"], ".1f")] if copy else []
         cells += [tool_time(r, t) for t in tools]
-        cells += [fmt(tool(r, "ours", "floor_fraction"), ".3f"), fmt(tool(r, "ours", "gbs"), ".0f")]
+        cells += [fmt(tool_value(r, "ours", "floor_fraction"), ".3f"), fmt(tool_value(r, "ours", "gbs"), ".0f")]
         cells += [most_time(r, "ours")] if profiled else []
         cells += [passed(r)]
         lines.append(row(cells))
