@@ -100,9 +100,10 @@ static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
     return s;
 }
 
-/* Refuses options and environment values that are out of range. A GPU model
- * named for another machine brings its arch (into *named, which opt->arch
- * may then point into). */
+/* Refuses options and environment values that are out of range, and folds
+ * $ATTNBWD_DETERMINISTIC=1 into opt->deterministic. A GPU model named for
+ * another machine brings its arch (into *named, which opt->arch may then
+ * point into). */
 static attnbwd_status check_options(attnbwd_options *opt, const char **model, const char **model_from,
                                     gpu_choice *named) {
     if (opt->arch && (!valid_arch(opt->arch) || strlen(opt->arch) >= 16))
@@ -137,6 +138,7 @@ static attnbwd_status check_options(attnbwd_options *opt, const char **model, co
     const char *env_det = getenv("ATTNBWD_DETERMINISTIC");
     if (env_det && *env_det && strcmp(env_det, "0") && strcmp(env_det, "1"))
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_DETERMINISTIC=%s: must be 0 or 1", env_det);
+    if (env_det && !strcmp(env_det, "1")) opt->deterministic = 1; /* either asks for it */
     const char *env_max = getenv("ATTNBWD_CACHE_MAX_BYTES");
     uint64_t max_bytes;
     if (env_max && *env_max && cache_parse_bytes(env_max, &max_bytes) != 0)
@@ -215,8 +217,7 @@ attnbwd_status attnbwd_open(const attnbwd_options *opt_in, attnbwd_ctx **out) {
     ctx->log.fn = opt.log_fn;
     ctx->log.user = opt.log_user;
     ctx->device_ordinal = opt.device;
-    const char *env_det = getenv("ATTNBWD_DETERMINISTIC");
-    ctx->deterministic = opt.deterministic || (env_det && !strcmp(env_det, "1"));
+    ctx->deterministic = opt.deterministic;
     table_init(&ctx->table);
 
     char why[sizeof ctx->driver_error + 160];
