@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "check.h"
@@ -14,6 +15,26 @@ static inline double gpu_test_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Whether case k of a test is in ATTNBWD_TEST_CASES, "FROM-TO" by index
+ * (inclusive; either end may be left out: "40-" is 40 onward), so that a run
+ * cut by a time limit resumes where it stopped. Unset: every case. */
+static inline int gpu_test_case_selected(size_t k) {
+    const char *env = getenv("ATTNBWD_TEST_CASES");
+    if (!env || !*env) return 1;
+    char *end = NULL;
+    unsigned long long from = strtoull(env, &end, 10), to = ~0ull;
+    if (*end == '-' && end[1]) to = strtoull(end + 1, NULL, 10);
+    else if (*end != '-') to = from;
+    return k >= from && k <= to;
+}
+
+/* Whether ATTNBWD_TEST_CASES leaves the run's last case in, where a test's
+ * once-a-run checks (timing) go. */
+static inline int gpu_test_runs_to_end(void) {
+    const char *env = getenv("ATTNBWD_TEST_CASES");
+    return !env || !*env || env[strlen(env) - 1] == '-';
 }
 
 /* Exits with 77 when there is no GPU; returns the run's seed, printed. */

@@ -28,7 +28,8 @@
  * (a comma list of tf32, fp16, fp32), ATTNBWD_TEST_MATCH (a comma list of
  * texts, one of which the case's name must contain, e.g. "extra,T=691") and
  * ATTNBWD_TEST_SKIP (a comma list of texts none of which it may contain, e.g.
- * MATCH=gs_direct SKIP=gq_tma: gs_direct's cases but those with gq_tma too).
+ * MATCH=gs_direct SKIP=gq_tma: gs_direct's cases but those with gq_tma too),
+ * and ATTNBWD_TEST_CASES ("FROM-TO" by the index printed first on each line).
  *
  * Cost: the CPU reference dominates (B=32, T=773 takes several seconds on 16
  * cores, ~6.5 GB of host memory; B=129, T=1021 about a minute and ~40 GB);
@@ -309,7 +310,8 @@ int main(void) {
     size_t ran = 0;
     for (size_t k = 0; k < n; k++) {
         const run *u = &runs[k];
-        if (!listed(only_prec, prec_name(u->c.shape.precision), 0) || !listed(only_name, u->c.name, 1) ||
+        if (!gpu_test_case_selected(k) || !listed(only_prec, prec_name(u->c.shape.precision), 0) ||
+            !listed(only_name, u->c.name, 1) ||
             (skip && *skip && listed(skip, u->c.name, 1)))
             continue;
         ran++;
@@ -319,13 +321,13 @@ int main(void) {
         st = check_edit_case_ex(ctx, &u->c, seed + k, u->flags, &r, o);
         double dt = gpu_test_now() - t0;
         if (st == ATTNBWD_ERR_UNSUPPORTED && u->may_refuse) {
-            printf("%-44s %s REFUSED (allowed past T = 1024): %s\n", u->c.name, prec_name(u->c.shape.precision),
+            printf("%3zu %-44s %s REFUSED (allowed past T = 1024): %s\n", k, u->c.name, prec_name(u->c.shape.precision),
                    r.message);
             fflush(stdout);
             continue;
         }
         if (st != ATTNBWD_OK) {
-            printf("%-44s %s ERROR %s: %s\n", u->c.name, prec_name(u->c.shape.precision), attnbwd_status_name(st),
+            printf("%3zu %-44s %s ERROR %s: %s\n", k, u->c.name, prec_name(u->c.shape.precision), attnbwd_status_name(st),
                    r.message);
             failures++;
             fflush(stdout);
@@ -341,7 +343,7 @@ int main(void) {
             }
         if (u->strict && !(worst_rel <= STRICT_REL))
             pass = 0;
-        printf("%-44s %s %s max_abs_err %.3g match %.6f (%zu NaN/Inf) rel err %.2g (%s) %.1f s\n", u->c.name,
+        printf("%3zu %-44s %s %s max_abs_err %.3g match %.6f (%zu NaN/Inf) rel err %.2g (%s) %.1f s\n", k, u->c.name,
                prec_name(u->c.shape.precision), pass ? "PASS" : "FAIL", r.max_abs_err, r.match_fraction, r.nonfinite,
                worst_rel, o[wi].name, dt);
         if (!pass) {
@@ -353,7 +355,7 @@ int main(void) {
         fflush(stdout);
     }
     /* The timing path once (cold L2, events), on the smallest public workload in tf32. */
-    if (listed(only_prec, "tf32", 0) && !only_name && !(skip && *skip)) {
+    if (listed(only_prec, "tf32", 0) && !only_name && !(skip && *skip) && gpu_test_runs_to_end()) {
         size_t small = 0; /* runs[0..15]: the public workloads in tf32 */
         for (size_t k = 1; k < 16; k++)
             if (runs[k].c.shape.batch * runs[k].c.shape.seq_len <
@@ -372,7 +374,7 @@ int main(void) {
     attnbwd_close(ctx);
     printf("%d of %zu cases failed\n", failures, ran);
     if (!ran) {
-        printf("FAIL: ATTNBWD_TEST_PRECISION / ATTNBWD_TEST_MATCH / ATTNBWD_TEST_SKIP left no case to run\n");
+        printf("FAIL: ATTNBWD_TEST_PRECISION / _MATCH / _SKIP / _CASES left no case to run\n");
         return 1;
     }
     return failures ? 1 : 0;
