@@ -17,7 +17,8 @@
  * lanes after gA's transposed B (side_start=2), the within/cross sums made by the
  * attention pass (att_wc=1), the edit-bias sums over the batch by gQ's
  * float reductions (gq_red=1, and 2 over batch row 0 stored by the pass),
- * a case past 2^31 elements in each [B, 16, T, T] tensor, and
+ * a case past 2^31 elements in each [B, 16, T, T] tensor, fp16's projection
+ * products on TMA-fed wgmma (wg=1 tma=1), and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -93,7 +94,14 @@ static run tiled_run(int64_t B, int64_t T, double p, unsigned flags, const char 
     return r;
 }
 
-enum { MAX_RUNS = 160 };
+/* An fp16 case with `tiles` over the heuristic's (named after them). */
+static run fp16_tiled_run(int64_t B, int64_t T, double p, unsigned flags, const char *tiles) {
+    run r = make_run(B, T, p, ATTNBWD_PRECISION_FP16, flags, tiles);
+    r.c.tiles = tiles;
+    return r;
+}
+
+enum { MAX_RUNS = 176 };
 
 /* Appends r to runs[0 .. *n); one case too many fails the test before it is written past the array. */
 static void add_run(run *runs, size_t *n, run r) {
@@ -295,6 +303,15 @@ int main(void) {
     add_run(runs, &n, make_run(129, 1021, 0.1, ATTNBWD_PRECISION_FP16, 0, "huge"));
     add_run(runs, &n, make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, MASK0, ""));
     add_run(runs, &n, make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, ""));
+    /* fp16's projection products on TMA-fed wgmma (wg=1 tma=1): odd T, T = 1000, masks with zeros, p = 0
+     * with biases, and B = 16 at T = 691 (a public shape's size). */
+    add_run(runs, &n, fp16_tiled_run(1, 17, 0.1, 0, "wg=1 tma=1"));
+    add_run(runs, &n, fp16_tiled_run(2, 64, 0.1, MASK0, "wg=1 tma=1"));
+    add_run(runs, &n, fp16_tiled_run(3, 17, 0.0, MASK0 | BIASES, "wg=1 tma=1"));
+    add_run(runs, &n, fp16_tiled_run(1, 1000, 0.1, 0, "wg=1 tma=1"));
+    add_run(runs, &n, fp16_tiled_run(2, 129, 0.25, MASK0, "wg=1 tma=1"));
+    add_run(runs, &n, fp16_tiled_run(4, 640, 0.1, 0, "wg=1 tma=1"));
+    add_run(runs, &n, fp16_tiled_run(16, 691, 0.1, MASK0, "wg=1 tma=1"));
     free(suite);
 
     attnbwd_ctx *ctx = NULL;
