@@ -76,8 +76,8 @@ int cache_parse_bytes(const char *text, uint64_t *out) {
 
 void cache_budget_init(disk_cache *c) {
     /* attnbwd_open sets the context's budget (options or the environment,
-     * read and checked there); the default covers the cache's own tests and
-     * tools, which open no context. */
+     * read and checked there); the default covers the cache's own tests,
+     * which open no context. */
     c->max_bytes = CACHE_DEFAULT_MAX_BYTES;
     c->hits = c->misses = c->evicted = c->evicted_bytes = 0;
 }
