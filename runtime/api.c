@@ -101,9 +101,10 @@ static attnbwd_status configure_tuning(attnbwd_ctx *ctx) {
 }
 
 /* Refuses options and environment values that are out of range, and folds
- * $ATTNBWD_DETERMINISTIC=1 into opt->deterministic. A GPU model named for
- * another machine brings its arch (into *named, which opt->arch may then
- * point into). */
+ * $ATTNBWD_DETERMINISTIC=1 into opt->deterministic and, where the options
+ * give none, $ATTNBWD_CACHE_MAX_BYTES into opt->cache_max_bytes. A GPU model
+ * named for another machine brings its arch (into *named, which opt->arch
+ * may then point into). */
 static attnbwd_status check_options(attnbwd_options *opt, const char **model, const char **model_from,
                                     gpu_choice *named) {
     if (opt->arch && (!valid_arch(opt->arch) || strlen(opt->arch) >= 16))
@@ -145,6 +146,7 @@ static attnbwd_status check_options(attnbwd_options *opt, const char **model, co
         return err_set(ATTNBWD_ERR_INVALID_ARGUMENT,
                        "ATTNBWD_CACHE_MAX_BYTES=%s: expected a size of at least one byte, such as 1073741824, 512M "
                        "or 2G", env_max);
+    if (env_max && *env_max && !opt->cache_max_bytes) opt->cache_max_bytes = max_bytes; /* the options' wins */
     return ATTNBWD_OK;
 }
 

@@ -163,7 +163,7 @@ const char *cache_header_read(const unsigned char h[CACHE_FILE_HEADER_LEN], uint
 void cache_header_write(unsigned char h[CACHE_FILE_HEADER_LEN], const char *manifest, size_t manifest_len,
                         const void *payload, size_t payload_len);
 
-/* From cache_open: the budget from $ATTNBWD_CACHE_MAX_BYTES or the default,
+/* From cache_open: the default budget (attnbwd_open sets the context's),
  * counts zero. */
 void cache_budget_init(disk_cache *c);
 /* From cache_get on a hit (fd: the entry, last_use: its mtime): marks it

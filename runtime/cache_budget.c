@@ -75,11 +75,10 @@ int cache_parse_bytes(const char *text, uint64_t *out) {
 }
 
 void cache_budget_init(disk_cache *c) {
-    const char *env = getenv("ATTNBWD_CACHE_MAX_BYTES");
-    uint64_t v;
-    /* attnbwd_open refuses a bad value before it gets here; the default
-     * covers the cache's own tests, which open no context. */
-    c->max_bytes = (env && *env && cache_parse_bytes(env, &v) == 0) ? v : CACHE_DEFAULT_MAX_BYTES;
+    /* attnbwd_open sets the context's budget (options or the environment,
+     * read and checked there); the default covers the cache's own tests,
+     * which open no context. */
+    c->max_bytes = CACHE_DEFAULT_MAX_BYTES;
     c->hits = c->misses = c->evicted = c->evicted_bytes = 0;
 }
 

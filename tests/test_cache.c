@@ -459,102 +459,121 @@ static void test_launch_read(void **state) {
     free(p);
 }
 
+/* ---- one entry in a fresh folder --------------------------------------------- */
+
+/* The state of the tests of what a read makes of one entry's file: a
+ * writable cache in a fresh folder holding one sound entry, of manifest and
+ * payload 4 under the key of the whole manifest. */
+typedef struct one_entry {
+    char *dir;
+    disk_cache c;
+    char *m;
+    size_t mlen;
+    unsigned char *p;
+    size_t plen;
+    char key[CACHE_KEY_HEX + 1];
+    char *path; /* the entry's file */
+} one_entry;
+
+static int one_entry_setup(void **state) {
+    one_entry *e = calloc(1, sizeof *e);
+    assert_non_null(e);
+    e->dir = make_tmpdir();
+    cache_open(&e->c, e->dir, 1, &LG);
+    assert_true(e->c.writable);
+    e->m = make_manifest(4, &e->mlen);
+    e->plen = 700;
+    e->p = make_payload(4, e->plen);
+    cache_key(e->m, e->mlen, e->key);
+    e->path = entry_file(e->dir, e->key);
+    assert_int_equal(cache_put(&e->c, e->key, e->m, e->mlen, e->p, e->plen), 1);
+    reset_counts();
+    *state = e;
+    return 0;
+}
+
+static int one_entry_teardown(void **state) {
+    one_entry *e = *state;
+    cache_close(&e->c);
+    free(e->path);
+    free(e->m);
+    free(e->p);
+    rm_rf(e->dir);
+    free(e->dir);
+    free(e);
+    return 0;
+}
+
 /* An entry of the older format 1 (what an earlier build wrote under the same
  * key) is not damage: a miss without a warning, left in place, and replaced
  * by the next put. */
 static void test_older_format_is_a_quiet_miss(void **state) {
-    (void)state;
-    char *dir = make_tmpdir();
-    disk_cache c;
-    cache_open(&c, dir, 1, &LG);
-    size_t mlen, plen = 700;
-    char *m = make_manifest(6, &mlen);
-    unsigned char *p = make_payload(6, plen);
-    char key[CACHE_KEY_HEX + 1];
-    cache_key(m, mlen, key);
-    char *path = entry_file(dir, key);
-    assert_int_equal(cache_put(&c, key, m, mlen, p, plen), 1);
+    one_entry *e = *state;
     const struct damage_case older = {"format 1", SET_U32, 8, 1};
-    apply_damage(path, &older, mlen, plen);
-    reset_counts();
-    assert_false(get_hits(&c, key, m, mlen));
+    apply_damage(e->path, &older, e->mlen, e->plen);
+    assert_false(get_hits(&e->c, e->key, e->m, e->mlen));
     assert_int_equal(atomic_load(&n_warn), 0);
-    assert_true(exists(path));
-    assert_int_equal(count_files(dir, key, ""), 1); /* nothing moved aside */
-    assert_int_equal(cache_put(&c, key, m, mlen, p, plen), 1);
-    assert_true(get_matches(&c, key, m, mlen, p, plen));
-    cache_close(&c);
-    free(path);
-    free(m);
-    free(p);
-    rm_rf(dir);
-    free(dir);
+    assert_true(exists(e->path));
+    assert_int_equal(count_files(e->dir, e->key, ""), 1); /* nothing moved aside */
+    assert_int_equal(cache_put(&e->c, e->key, e->m, e->mlen, e->p, e->plen), 1);
+    assert_true(get_matches(&e->c, e->key, e->m, e->mlen, e->p, e->plen));
+}
+
+/* Writes the fuzz's file for this turn in place of the entry: garbage
+ * (sometimes behind a valid magic), or the sound entry with a few bytes
+ * changed, half the time in the header, where the lengths live. */
+static void fuzz_entry_file(one_entry *e, unsigned *seed) {
+    unsigned char buf[2048];
+    clear_dir(e->dir);
+    int mode = rand_r(seed) % 3;
+    if (mode == 0) {
+        size_t n = (size_t)(rand_r(seed) % 200);
+        for (size_t k = 0; k < n; k++) buf[k] = (unsigned char)rand_r(seed);
+        if (n >= 8 && rand_r(seed) % 2) memcpy(buf, "ATBWDC\r\n", 8);
+        if (n >= 16 && rand_r(seed) % 2) buf[8] = 1, buf[9] = buf[10] = buf[11] = 0;
+        FILE *f = fopen(e->path, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(buf, 1, n, f), n);
+        fclose(f);
+        return;
+    }
+    assert_int_equal(cache_put(&e->c, e->key, e->m, e->mlen, e->p, e->plen), 1);
+    int fd = open(e->path, O_RDWR);
+    assert_true(fd >= 0);
+    int flips = 1 + rand_r(seed) % 3;
+    for (int k = 0; k < flips; k++) {
+        off_t off = mode == 1 ? rand_r(seed) % H : rand_r(seed) % (off_t)(H + e->mlen + e->plen);
+        unsigned char b;
+        assert_int_equal(pread(fd, &b, 1, off), 1);
+        b ^= (unsigned char)(1 + rand_r(seed) % 255);
+        assert_int_equal(pwrite(fd, &b, 1, off), 1);
+    }
+    close(fd);
 }
 
 /* Random files and randomly mutated entries: never a crash, never a hit. */
 static void test_fuzz(void **state) {
-    (void)state;
-    char *dir = make_tmpdir();
-    disk_cache c;
-    cache_open(&c, dir, 1, &LG);
-    size_t mlen, plen = 700;
-    char *m = make_manifest(4, &mlen);
-    unsigned char *p = make_payload(4, plen);
-    char key[CACHE_KEY_HEX + 1];
-    cache_key(m, mlen, key);
-    char *path = entry_file(dir, key);
+    one_entry *e = *state;
     unsigned seed = 12345;
-    unsigned char buf[2048];
     for (int it = 0; it < 600; it++) {
-        clear_dir(dir);
-        int mode = rand_r(&seed) % 3;
-        if (mode == 0) { /* garbage, sometimes behind a valid magic */
-            size_t n = (size_t)(rand_r(&seed) % 200);
-            for (size_t k = 0; k < n; k++) buf[k] = (unsigned char)rand_r(&seed);
-            if (n >= 8 && rand_r(&seed) % 2) memcpy(buf, "ATBWDC\r\n", 8);
-            if (n >= 16 && rand_r(&seed) % 2) buf[8] = 1, buf[9] = buf[10] = buf[11] = 0;
-            FILE *f = fopen(path, "wb");
-            assert_non_null(f);
-            assert_int_equal(fwrite(buf, 1, n, f), n);
-            fclose(f);
-        } else { /* a sound entry with a few bytes changed */
-            assert_int_equal(cache_put(&c, key, m, mlen, p, plen), 1);
-            int fd = open(path, O_RDWR);
-            assert_true(fd >= 0);
-            int flips = 1 + rand_r(&seed) % 3;
-            for (int k = 0; k < flips; k++) {
-                /* half the time aim at the header, where lengths live */
-                off_t off = mode == 1 ? rand_r(&seed) % H : rand_r(&seed) % (off_t)(H + mlen + plen);
-                unsigned char b;
-                assert_int_equal(pread(fd, &b, 1, off), 1);
-                b ^= (unsigned char)(1 + rand_r(&seed) % 255);
-                assert_int_equal(pwrite(fd, &b, 1, off), 1);
-            }
-            close(fd);
-        }
+        fuzz_entry_file(e, &seed);
         /* A disk hit's read checks only what a launch uses: it may hit where
          * the damage is in the source alone, but then with exactly what was
          * put. */
         void *got = NULL;
         char *launch = NULL;
         size_t got_len = 0, launch_len = 0;
-        if (cache_get_launch(&c, key, m, 20, &launch, &launch_len, &got, &got_len) &&
-            (launch_len != launch_len_of(m) || memcmp(launch, m, launch_len) != 0 || got_len != plen ||
-             memcmp(got, p, plen) != 0))
+        if (cache_get_launch(&e->c, e->key, e->m, 20, &launch, &launch_len, &got, &got_len) &&
+            (launch_len != launch_len_of(e->m) || memcmp(launch, e->m, launch_len) != 0 || got_len != e->plen ||
+             memcmp(got, e->p, e->plen) != 0))
             fail_msg("iteration %d: a damaged file gave a launch what was not put", it);
         free(launch);
         free(got);
         got = NULL;
-        int hit = cache_get(&c, key, m, mlen, &got, &got_len);
+        int hit = cache_get(&e->c, e->key, e->m, e->mlen, &got, &got_len);
         if (hit) fail_msg("iteration %d: a damaged file was a hit", it);
         assert_null(got);
     }
-    cache_close(&c);
-    free(path);
-    free(m);
-    free(p);
-    rm_rf(dir);
-    free(dir);
 }
 
 /* ---- concurrency --------------------------------------------------------------- */
@@ -1488,8 +1507,8 @@ int main(void) {
         cmocka_unit_test(test_invalid_key),
         cmocka_unit_test(test_damaged_entries),
         cmocka_unit_test(test_launch_read),
-        cmocka_unit_test(test_older_format_is_a_quiet_miss),
-        cmocka_unit_test(test_fuzz),
+        cmocka_unit_test_setup_teardown(test_older_format_is_a_quiet_miss, one_entry_setup, one_entry_teardown),
+        cmocka_unit_test_setup_teardown(test_fuzz, one_entry_setup, one_entry_teardown),
         cmocka_unit_test(test_processes),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_lock),

@@ -214,8 +214,10 @@ static void test_budget_from_environment(void **state)
     o.disk_cache = 0;
     for (const char *bad[] = {"lots", "0", "12Q", "-5", "0x10", "1e3", "1..5G", "2GG", NULL}, **b = bad; *b; b++) {
         setenv("ATTNBWD_CACHE_MAX_BYTES", *b, 1);
+        char named[64];
+        snprintf(named, sizeof named, "ATTNBWD_CACHE_MAX_BYTES=%s:", *b);
         ctx = NULL;
-        EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_CACHE_MAX_BYTES");
+        EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, named);
         assert_null(ctx);
     }
     unsetenv("ATTNBWD_CACHE_MAX_BYTES");
@@ -224,6 +226,51 @@ static void test_budget_from_environment(void **state)
     assert_int_equal(attnbwd_cache_get_stats(ctx, &st), ATTNBWD_OK);
     assert_int_equal(st.max_bytes, ATTNBWD_CACHE_DEFAULT_MAX_BYTES);
     attnbwd_close(ctx);
+}
+
+/* The budget the environment gives is the one a write keeps the folder
+ * within; a budget in the options wins over it, and a bad value is refused
+ * at open even then. */
+static void test_environment_budget_is_the_one_used(void **state)
+{
+    (void)state;
+    char *dir = copy_of_abc();
+    set_age(dir, A, 300);
+    set_age(dir, B, 200);
+    set_age(dir, C, 100);
+    char env[32];
+    snprintf(env, sizeof env, "%llu", (unsigned long long)(G.bytes[B] + G.bytes[C] + G.bytes[D]));
+    setenv("ATTNBWD_CACHE_MAX_BYTES", env, 1);
+    log_counts lc = {0};
+    attnbwd_ctx *ctx = open_budget(dir, 0, &lc);
+    assert_int_equal(get(ctx, D), ATTNBWD_FROM_COMPILE);
+    assert_false(exists(entry_path(dir, A, ".atbc")));
+    for (int k = B; k <= D; k++)
+        assert_true(exists(entry_path(dir, k, ".atbc")));
+    attnbwd_cache_stats st;
+    assert_int_equal(attnbwd_cache_get_stats(ctx, &st), ATTNBWD_OK);
+    assert_int_equal(st.max_bytes, G.bytes[B] + G.bytes[C] + G.bytes[D]);
+    assert_int_equal(st.evicted, 1);
+    assert_int_equal(st.evicted_bytes, G.bytes[A]);
+    attnbwd_close(ctx);
+
+    ctx = open_budget(dir, 5000, &lc);
+    assert_int_equal(attnbwd_cache_get_stats(ctx, &st), ATTNBWD_OK);
+    assert_int_equal(st.max_bytes, 5000);
+    attnbwd_close(ctx);
+
+    setenv("ATTNBWD_CACHE_MAX_BYTES", "12Q", 1);
+    attnbwd_options o;
+    attnbwd_options_init(&o);
+    o.arch = "sm_90";
+    o.cache_dir = dir;
+    o.cache_max_bytes = 5000;
+    ctx = NULL;
+    EXPECT_STATUS(attnbwd_open(&o, &ctx), ATTNBWD_ERR_INVALID_ARGUMENT, "ATTNBWD_CACHE_MAX_BYTES=12Q:");
+    assert_null(ctx);
+    unsetenv("ATTNBWD_CACHE_MAX_BYTES");
+    test_rmtree(dir);
+    free(dir);
 }
 
 /* ---- several processes on one folder ---- */
@@ -987,6 +1034,7 @@ int main(void)
         cmocka_unit_test(test_budget_evicts_least_recently_used),
         cmocka_unit_test(test_budget_refuses_entry_larger_than_it),
         cmocka_unit_test(test_budget_from_environment),
+        cmocka_unit_test(test_environment_budget_is_the_one_used),
         cmocka_unit_test(test_concurrent_writers_lose_nothing_that_fits),
         cmocka_unit_test(test_concurrent_eviction_leaves_whole_entries),
         cmocka_unit_test(test_manifest_head_len),
