@@ -34,11 +34,11 @@ local function tma_product(f, g, paired)
                    A_TRUNC = g.a == "ws:gqkv" and not g.ta and not c.f16, -- grad_hidden: A to the tensor cores as stored
                    B_ROUND = g.b_direct or false, C_T = g.c_t or false, SPLIT_LD = g.c_t and g.m or g.n,
                    CLUSTER = g.choice.cluster and g.choice.splits or 1, RED = f.adds_slices(g), CLUSTER_DIMS = "",
-                   TMA_FN = c.f16 and "gemm_tma_f16" or "gemm_tma" }
+                   OPERANDS = c.f16 and "f16" or "tf32" }
   -- Tensor maps "tmap:ROWS:COLS:LD:BOX_ROWS:BOX_COLS:SWIZZLE:pointer" (runtime/launch_edit_attention.c).
   local map_a = g.ta and string.format("tmap:%d:%d:%d:%d:%d:0:", g.k, g.m, g.lda, GEMM_BK, c.bm)
                 or string.format("tmap:%d:%d:%d:%d:%d:1:", g.m, g.k, g.lda, c.bm, GEMM_BK)
-  -- fp16 B (gemm_tma_f16): each pair of halves one float to the TMA, a box of 32 of them 64 k.
+  -- fp16 B (OPERANDS f16): each pair of halves one float to the TMA, a box of 32 of them 64 k.
   local bcols = c.f16 and g.kp // 2 or g.kp
   local map_b = g.b_direct and string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, g.k, g.ldb, c.bn, GEMM_BK) .. bind(g.b)
                 or string.format("tmap:%d:%d:%d:%d:%d:1:", g.n, bcols, bcols, c.bn, 32) .. wsp("tB_" .. g.name)

@@ -22,7 +22,7 @@ local limits = require "edit_attention_limits"
 local ceil_div, H, SMS = limits.ceil_div, limits.H, limits.SMS
 
 -- wg: TF32's products (and gQ and the pass) on wgmma by default. fp16's
--- projection products on wgmma (templates/gemm_tma_f16.cu) are asked for
+-- projection products on wgmma (templates/gemm_tma.cu) are asked for
 -- with "wg=1 tma=1": checked on the CPU emulator, not yet against the fp64
 -- reference on a GPU, so fp16 keeps mma.sync by default. fp32 stays exact.
 local function wg_default(shape, arch) return (shape.precision == 0 and limits.wgmma_arch(arch)) and 1 or 0 end

@@ -55,7 +55,6 @@ local function render_common(f)
     if t.tma == 1 or f.att_wg then p.render("tma.cu", {}) end
     if t.tma == 1 then p.render("gemm_tma.cu", {}) end
     if f.mode == 2 then -- fp16: its products (TMA-fed or mma.sync), B transposed into fp16
-      if t.tma == 1 then p.render("gemm_tma_f16.cu", {}) end
       p.render("transpose_f16.cu", { PREFIX = p.prefix })
     else
       p.render("transpose.cu", { PREFIX = p.prefix, VEC = t.tr_vec })

@@ -3,7 +3,7 @@
 -- tiles the model of lua/projection_tiles.lua rates fastest under the tile
 -- choice (mma.sync, wgmma, TMA-fed wgmma; grad_hidden and grad_qkv_weight
 -- in one launch where `pair` asks). In fp16 (precision 2) wg=1 means the
--- TMA-fed fp16 products of templates/gemm_tma_f16.cu (tma=1; else
+-- TMA-fed fp16 products of templates/gemm_tma.cu (tma=1; else
 -- mma.sync), their B transposed into fp16 (K padded to a multiple of 8).
 local limits = require "edit_attention_limits"
 local tiles = require "projection_tiles"

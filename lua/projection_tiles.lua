@@ -1,7 +1,7 @@
 -- The projection products' tiles: for each product's M, N, K, the tile
 -- configuration and split of K with the least modelled time, on mma.sync
 -- (templates/gemm_tc.cu), wgmma (templates/gemm_wg.cu) or TMA-fed wgmma
--- (templates/gemm_tma.cu; fp16: gemm_tma_f16.cu), and for two products in one launch
+-- (templates/gemm_tma.cu, TF32 or fp16), and for two products in one launch
 -- (templates/gemm_tma_pair_kernel.cu). The rates are the H200's, measured
 -- (fp16's TMA rates are estimates until measured).
 local limits = require "edit_attention_limits"
@@ -108,7 +108,7 @@ local TMA_CONFIGS = {
 -- Threads of a TMA-fed product's block: tc::gemm_tma_threads (a producer
 -- warpgroup and BM/64 consumer warpgroups).
 function M.tma_threads(c) return c.bm // 64 * 128 + 128 end
--- fp16 operands (templates/gemm_tma_f16.cu, precision fp16): k tiles of 64,
+-- fp16 operands (templates/gemm_tma.cu, precision fp16): k tiles of 64,
 -- fp16 tiles of A and B a stage (the bytes of TF32's 32-k tiles), and RAW
 -- raw fp32 k tiles of A (TA or not), which the producer converts. `rate`:
 -- TF32's scaled by 1.4, a guess until measured: fp16 wgmma's peak is twice

@@ -1,4 +1,5 @@
-// Projection products on wgmma fed by the TMA (sm_90a), TF32:
+// Projection products on wgmma fed by the TMA (sm_90a), TF32 (below) or fp16
+// operands (OPERANDS f16, at the end of this comment):
 // C = alpha * op(A) @ B^T, op(A) [M, K] (TA: A stored [K, M]), B [N, K]
 // (K-major, rounded to TF32 by the plan's transpose), C [M, N] row-major.
 //
@@ -65,13 +66,59 @@
 // the same sums), and stores them. No partial products go through memory and
 // no reduce launch follows on the chain; the cost is the blocks' wait for the
 // slowest of their cluster.
+//
+// OPERANDS f16 (precision fp16, template MODE 2): fp16 operands, fp32
+// accumulation, B [N, kp] fp16 (K-major, written so by the plan's transpose,
+// templates/transpose_f16.cu). The same roles, barriers and epilogue; what
+// differs:
+// - A k tile is 64 k: a row of 64 halves is 128 bytes, so the fp16 tiles are
+//   K-major in the 128-byte swizzle exactly as the TF32 tiles of 32 floats
+//   are, the same descriptors, and each of the four wgmmas a tile
+//   (m64nNk16 .f32.f16.f16) reads 32 bytes of every row, as m64nNk8 TF32
+//   does. KSPLIT is a multiple of 64, so no k tile crosses into the next slice.
+// - B comes in fp16 as the transpose wrote it; its tensor map calls each pair
+//   of halves one float (cols kp / 2), so its box of 32 "floats" is 64 k and
+//   the TMA, which copies bytes, needs no fp16 map.
+// - A stays fp32 in memory and is converted once, where it is read: the TMA
+//   brings each k tile raw ([BM, 64] as two swizzled boxes of 32 floats, or
+//   TA [64, BM] as two plain boxes of 32 rows) into one of RAW raw tiles, and
+//   the producer's three prep warps write it into the stage's fp16 tile,
+//   rounded to nearest (cvt.rn, as the mma.sync path rounds), then give the
+//   raw tile back. COLSUM sums the raw fp32 values as TF32's TA does.
+// - Not here: ROWDOT_T (the plan launches rowdot), B_ROUND (the plan
+//   transposes every B), A_TRUNC (A is always converted).
 namespace tc {
 
-// d[BN/2] += A (64 x 8, descriptor a) @ B (8 x BN, descriptor b), both K-major.
-template <int BN> __device__ __forceinline__ void wgmma_tf32_ss(float (&d)[BN / 2], unsigned long long a,
-                                                               unsigned long long b) {
+// The operands a TMA-fed product's wgmmas take from its stages.
+enum class tma_operands { tf32, f16 };
+
+#ifndef TC_EMU
+// d[BN/2] += A (64 x 16 halves, descriptor a) @ B (16 x BN, descriptor b),
+// both K-major, no transpose (imm-trans-a, imm-trans-b 0), scales 1.
+__device__ __forceinline__ void wgmma_n256_f16_ss(float (&d)[128], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" TC_WG_REGS128 "}, "
+                 "%128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : TC_WG_ACC128(d)
+                 : "l"(a), "l"(b));
+}
+__device__ __forceinline__ void wgmma_n128_f16_ss(float (&d)[64], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" TC_WG_REGS64 "}, "
+                 "%64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : TC_WG_ACC64(d)
+                 : "l"(a), "l"(b));
+}
+#endif
+
+// d[BN/2] += A (64 x 8 TF32 or 64 x 16 fp16, descriptor a) @ B (8 or 16 x BN,
+// descriptor b), both K-major: 32 bytes of every row.
+template <int BN, bool F16>
+__device__ __forceinline__ void wgmma_tma_ss(float (&d)[BN / 2], unsigned long long a, unsigned long long b) {
     static_assert(BN == 128 || BN == 256, "n128 or n256");
-    if constexpr (BN == 256) wgmma_n256_tf32_ss(d, a, b);
+    if constexpr (F16 && BN == 256) wgmma_n256_f16_ss(d, a, b);
+    else if constexpr (F16) wgmma_n128_f16_ss(d, a, b);
+    else if constexpr (BN == 256) wgmma_n256_tf32_ss(d, a, b);
     else wgmma_n128_tf32_ss(d, a, b);
 }
 
@@ -139,25 +186,63 @@ template <int ROWS> __device__ __forceinline__ void round_tile_prep(float *tile,
     }
 }
 
+// One raw fp32 k tile of A into the stage's fp16 K-major swizzled tile As, by
+// prep thread p: 16-byte fp16 chunk c (k 8c .. 8c+7) of row m for i = p + 96 j,
+// m = i % BM, c = i / BM (consecutive threads, consecutive rows: TF32's TA
+// map, so COLSUM's four sums a thread are its). TA: raw is [64, BM]; else two
+// swizzled [BM, 32] boxes, k 0..31 then 32..63.
+template <int BM, bool TA, bool COLSUM>
+__device__ __forceinline__ void convert_a_f16(const float *raw, float *As, int p, float (&cs)[4]) {
+    constexpr int ITERS = (BM * 8 + TMA_PREP_THREADS - 1) / TMA_PREP_THREADS;
+#pragma unroll
+    for (int j = 0; j < ITERS; ++j) {
+        const int i = p + j * TMA_PREP_THREADS;
+        if (i >= BM * 8) break;
+        const int m = i % BM, c = i / BM;
+        float v[8];
+        if constexpr (TA) {
+            const float *R = raw + 8 * c * BM + m;
+#pragma unroll
+            for (int q = 0; q < 8; ++q) v[q] = R[q * BM];
+        } else {
+            const float *box = raw + (c / 4) * BM * 32 + m * 32;
+            const int c2 = 2 * (c % 4);
+            const float4 lo = *reinterpret_cast<const float4 *>(&box[4 * (c2 ^ (m % 8))]);
+            const float4 hi = *reinterpret_cast<const float4 *>(&box[4 * ((c2 + 1) ^ (m % 8))]);
+            v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+        }
+        *reinterpret_cast<uint4 *>(&As[m * 32 + 4 * (c ^ (m % 8))]) =
+            make_uint4(pack_f16x2(v[0], v[1]), pack_f16x2(v[2], v[3]), pack_f16x2(v[4], v[5]), pack_f16x2(v[6], v[7]));
+        if constexpr (COLSUM) cs[j % 4] += ((((((v[0] + v[1]) + v[2]) + v[3]) + v[4]) + v[5]) + v[6]) + v[7];
+    }
+}
+
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
-          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0>
+          bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0,
+          tma_operands OPERANDS = tma_operands::tf32>
 __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *map_b, float *__restrict__ C, i64 ldc,
                                          float alpha, int split, float *__restrict__ colsum, int bx, int by,
                                          const tma_map *map_o = nullptr, float *__restrict__ rowdot = nullptr) {
-    constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE;
+    constexpr bool F16 = OPERANDS == tma_operands::f16;
+    constexpr bool RAW_A = TA || F16; // A comes raw into RAW tiles of its own, made ready from there
+    constexpr int BK = F16 ? 64 : 32; // k a tile: 128 bytes a row of either
+    // In floats: an fp16 tile of 64 k takes the bytes a TF32 tile of 32 does.
+    constexpr int NC = BM / 64, A_TILE = BM * 32, B_TILE = BN * 32, STAGE = A_TILE + B_TILE, RAW_TILE = BM * BK;
+    constexpr int TX_BYTES = (B_TILE + (RAW_A ? RAW_TILE : A_TILE)) * 4; // what the TMA writes a k tile
     constexpr bool ROWDOT = ROWDOT_T > 0;
     constexpr int HEADS = ROWDOT ? BN / 64 : 0, HEAD_TILE = BM * 64; // attention_output a head: two boxes
-    static_assert(!ROWDOT || (!TA && !C_T && !RED && CLUSTER == 1 && KSPLIT >= K && N == 1024 && BN % 64 == 0 &&
+    static_assert(!ROWDOT || (!F16 && !TA && !C_T && !RED && CLUSTER == 1 && KSPLIT >= K && N == 1024 && BN % 64 == 0 &&
                               HEADS <= STAGES && HEAD_TILE <= STAGE && K >= 32 * STAGES),
                   "row dots: gA unsplit, C as stored, a head of attention_output fits a stage, and the last "
                   "HEADS - 1 k tiles' stages are given back before the end");
     // BM = 256 would need 640 threads, too many for the accumulators' registers.
-    static_assert(BM == 128 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % 32 == 0, "tma product tiles");
+    static_assert(BM == 128 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % BK == 0, "tma product tiles");
     static_assert(M < (1ll << 31) && N < (1ll << 31) && K < (1ll << 31), "TMA coordinates are 32-bit");
-    static_assert(!TA || RAW >= 1, "TA needs raw tiles");
+    static_assert(!RAW_A || RAW >= 1, "TA and fp16 need raw tiles");
     static_assert(!COLSUM || TA, "column sums of A are made from the raw TA tiles");
     static_assert(!A_TRUNC || !TA, "a TA product rounds as it transposes");
+    static_assert(!F16 || (!A_TRUNC && !B_ROUND), "fp16: A always converted, B in fp16");
     static_assert(CLUSTER == 1 || (BM * (BN + 8) <= STAGES * STAGE && !C_T),
                   "the parked tile fits in the stages; C as stored");
     static_assert(CLUSTER == 1 || IN_CLUSTER, "K slices added across a cluster are a cluster launch's");
@@ -175,7 +260,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         smem = reinterpret_cast<float *>(smem4) + ((1024 - raw_addr % 1024) % 1024) / 4; // launch asks 1 KiB more
     }
     float *raw = smem + STAGES * STAGE;
-    float *head0 = raw + (TA ? RAW : 0) * A_TILE; // ROWDOT: attention_output's first head of the tile
+    float *head0 = raw + (RAW_A ? RAW : 0) * RAW_TILE; // ROWDOT: attention_output's first head of the tile
     unsigned long long *full = reinterpret_cast<unsigned long long *>(head0 + (ROWDOT ? HEAD_TILE : 0));
     unsigned long long *ready = full + STAGES, *empty = ready + STAGES, *raw_free = empty + STAGES;
     unsigned long long *head_full = raw_free + RAW; // ROWDOT: one a head
@@ -195,7 +280,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
 
     const int m0 = (int)((i64)by * BM), n0 = (int)((i64)bx * BN);
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
-    const int ktiles = (int)((kend - kbeg + 31) / 32);
+    const int ktiles = (int)((kend - kbeg + BK - 1) / BK);
     // ROWDOT: head h > 0 of the tile's attention_output goes into the stage
     // of "k tile" ktiles + h - 1, whose last real tile (ktiles + h - 1 -
     // STAGES <= ktiles - 2) is given back; head 0 into its own region.
@@ -206,14 +291,22 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         for (int j = 0; j < ktiles; ++j) {
             const int s = j % STAGES;
             if (j >= STAGES) mbar_wait(&empty[s], (j / STAGES - 1) & 1);
-            if constexpr (TA)
+            if constexpr (RAW_A)
                 if (j >= RAW) mbar_wait(&raw_free[j % RAW], (j / RAW - 1) & 1);
             float *Bs = smem + s * STAGE, *As = Bs + B_TILE;
-            const int k0 = (int)(kbeg + 32 * (i64)j);
-            mbar_expect_tx(&full[s], STAGE * 4);
-            tma_load_2d(Bs, map_b, &full[s], k0, n0);
-            if constexpr (TA) tma_load_2d(raw + (j % RAW) * A_TILE, map_a, &full[s], m0, k0);
-            else tma_load_2d(As, map_a, &full[s], k0, m0);
+            const int k0 = (int)(kbeg + BK * (i64)j);
+            mbar_expect_tx(&full[s], TX_BYTES);
+            tma_load_2d(Bs, map_b, &full[s], F16 ? k0 / 2 : k0, n0); // fp16: B's map counts pairs of halves
+            if constexpr (RAW_A) {
+#pragma unroll
+                for (int b = 0; b < BK / 32; ++b) { // A's boxes of 32 k, [32, BM] (TA) or [BM, 32]
+                    float *R = raw + (j % RAW) * RAW_TILE + b * 32 * BM;
+                    if constexpr (TA) tma_load_2d(R, map_a, &full[s], m0, k0 + 32 * b);
+                    else tma_load_2d(R, map_a, &full[s], k0 + 32 * b, m0);
+                }
+            } else {
+                tma_load_2d(As, map_a, &full[s], k0, m0);
+            }
         }
         if constexpr (ROWDOT) {
             for (int h = 0; h < HEADS; ++h) {
@@ -249,7 +342,9 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                 continue;
             }
             float *As = smem + s * STAGE + B_TILE;
-            if constexpr (TA) {
+            if constexpr (F16) {
+                convert_a_f16<BM, TA, COLSUM>(raw + (kt % RAW) * RAW_TILE, As, p, cs);
+            } else if constexpr (TA) {
                 // 16-byte chunk c of row m: consecutive threads take consecutive rows.
 #pragma unroll
                 for (int j = 0; j < ITERS; ++j) {
@@ -257,7 +352,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                     if (i >= BM * 8) break;
                     const int m = i % BM, c = i / BM;
                     // raw [32, BM] -> the swizzled K-major tile, rounded
-                    const float *R = raw + (kt % RAW) * A_TILE + 4 * c * BM + m;
+                    const float *R = raw + (kt % RAW) * RAW_TILE + 4 * c * BM + m;
                     const float r0 = R[0], r1 = R[BM], r2 = R[2 * BM], r3 = R[3 * BM];
                     *reinterpret_cast<uint4 *>(&As[m * 32 + 4 * (c ^ (m % 8))]) =
                         make_uint4(to_tf32(r0), to_tf32(r1), to_tf32(r2), to_tf32(r3));
@@ -267,9 +362,9 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
                 round_tile_prep<BM>(As, p); // rounded in place
             }
             if constexpr (B_ROUND) round_tile_prep<BN>(smem + s * STAGE, p);
-            fence_async_shared(); // the rounded tile, to the wgmmas (async proxy)
+            fence_async_shared(); // the rounded (or fp16) tile, to the wgmmas (async proxy)
             mbar_arrive(&ready[s]);
-            if constexpr (TA) mbar_arrive(&raw_free[kt % RAW]);
+            if constexpr (RAW_A) mbar_arrive(&raw_free[kt % RAW]);
         }
         if constexpr (COLSUM) {
             if (!sums) return;
@@ -303,7 +398,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         const float *Bs = smem + s * STAGE, *As = Bs + B_TILE + w * 64 * 32;
         wg_fence();
 #pragma unroll
-        for (int k = 0; k < 4; ++k) wgmma_tf32_ss<BN>(acc, wg_desc(As + 8 * k), wg_desc(Bs + 8 * k));
+        for (int k = 0; k < 4; ++k) wgmma_tma_ss<BN, F16>(acc, wg_desc(As + 8 * k), wg_desc(Bs + 8 * k));
         wg_commit();
         wg_wait<1>(); // tile kt-1's wgmmas are complete: its stage goes back
         if (kt > 0 && lane == 0) mbar_arrive(&empty[(kt - 1) % STAGES]); // tile kt-1's stage, to the TMA thread

@@ -44,8 +44,8 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLU
         const int bx = tile % GX1, by = {{Y01}} + tile / GX1 % {{NY1}};
         constexpr bool APART = {{SPLITS1}} > 1 && CLUSTER1 == 1 && !RED1; // each K slice's C apart
         float *out = APART ? C1 + (long long)split * {{M1}} * {{N1}} : C1;
-        tc::{{TMA_FN1}}<{{M1}}, {{N1}}, {{K1}}, {{TA1}}, {{BM1}}, {{BN1}}, {{STAGES1}}, {{RAW1}}, {{KSPLIT1}}, {{COLSUM1}},
-                     {{A_TRUNC1}}, false, false, CLUSTER1, (CLUSTER > 1), RED1>(
+        tc::gemm_tma<{{M1}}, {{N1}}, {{K1}}, {{TA1}}, {{BM1}}, {{BN1}}, {{STAGES1}}, {{RAW1}}, {{KSPLIT1}}, {{COLSUM1}},
+                     {{A_TRUNC1}}, false, false, CLUSTER1, (CLUSTER > 1), RED1, 0, tc::tma_operands::{{OPERANDS1}}>(
             &map_a1, &map_b1, out, APART ? {{N1}} : {{LDC1}}, APART ? 1.f : alpha, split, colsum1, bx, by);
     } else {
         id -= NB1_PADDED;
@@ -56,8 +56,8 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads(128), 1) {{CLU
         const int bx = tile % GX2, by = {{Y02}} + tile / GX2 % {{NY2}};
         constexpr bool APART = {{SPLITS2}} > 1 && CLUSTER2 == 1 && !RED2; // each K slice's C apart
         float *out = APART ? C2 + (long long)split * {{M2}} * {{N2}} : C2;
-        tc::{{TMA_FN2}}<{{M2}}, {{N2}}, {{K2}}, {{TA2}}, {{BM2}}, {{BN2}}, {{STAGES2}}, {{RAW2}}, {{KSPLIT2}}, {{COLSUM2}},
-                     {{A_TRUNC2}}, false, false, CLUSTER2, (CLUSTER > 1), RED2>(
+        tc::gemm_tma<{{M2}}, {{N2}}, {{K2}}, {{TA2}}, {{BM2}}, {{BN2}}, {{STAGES2}}, {{RAW2}}, {{KSPLIT2}}, {{COLSUM2}},
+                     {{A_TRUNC2}}, false, false, CLUSTER2, (CLUSTER > 1), RED2, 0, tc::tma_operands::{{OPERANDS2}}>(
             &map_a2, &map_b2, out, APART ? {{N2}} : {{LDC2}}, APART ? 1.f : alpha, split, colsum2, bx, by);
     }
 }

@@ -1,5 +1,5 @@
 // dst [cols, ldd] = fp16(src [rows, cols])^T, dst's columns rows..ldd-1 zero:
-// B of the fp16 wgmma products (templates/gemm_tma_f16.cu), K-major and in
+// B of the fp16 wgmma products (templates/gemm_tma.cu), K-major and in
 // fp16 once, so their TMA reads half the bytes and no block converts it. Each
 // float rounded to nearest even (cvt.rn, as the mma.sync path rounds its
 // operands). A 64 x 64 tile through shared memory (one column of pad against

@@ -1,6 +1,6 @@
-// The fp16 TMA-fed wgmma products of templates/gemm_tma_f16.cu (precision
-// fp16) on the CPU (tests/emu/cuda_on_cpu.h): A fp32 as it lies ([M, K], or
-// TA [K, M]) converted in shared memory, B fp16 [N, kp] as
+// The fp16 TMA-fed wgmma products of templates/gemm_tma.cu (OPERANDS f16,
+// precision fp16) on the CPU (tests/emu/cuda_on_cpu.h): A fp32 as it lies
+// ([M, K], or TA [K, M]) converted in shared memory, B fp16 [N, kp] as
 // templates/transpose_f16.cu writes it (also run here), against two fp64
 // products: of the operands rounded to fp16, within fp32 accumulation's
 // error (a wrong swizzle, k offset or fragment is off by the outputs' size),
@@ -16,7 +16,6 @@
 
 #include "tc_common.cu"
 #include "gemm_tma.cu"
-#include "gemm_tma_f16.cu"
 
 #undef __shared__
 #define __shared__ static // the transpose's tile: one block runs at a time
@@ -118,8 +117,8 @@ bool gemm_case(std::vector<long long> row_tiles = {}) {
     emu_launch((unsigned)(gx * ny * SPLITS), tc::gemm_tma_threads(BM), [&] {
         const int id = (int)blockIdx.x;
         const int tile = CLUSTER ? id / (int)SPLITS : id % (gx * ny), split = CLUSTER ? id % SPLITS : id / (gx * ny);
-        tc::gemm_tma_f16<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, false, false, false,
-                         CLUSTER ? (int)SPLITS : 1, CLUSTER, RED>(
+        tc::gemm_tma<M, N, K, TA, BM, BN, STAGES, RAW, KSPLIT, COLSUM, false, false, false, CLUSTER ? (int)SPLITS : 1,
+                     CLUSTER, RED, 0, tc::tma_operands::f16>(
             &p.ma, &p.mb, C.data() + (PARTS == 1 ? 0 : split * M * N), N, 1.f, split,
             COLSUM ? p.sums.data() : nullptr, tile % gx, (int)row_tiles[tile / gx]);
     }, CLUSTER ? (unsigned)SPLITS : 1);
@@ -131,7 +130,7 @@ bool gemm_case(std::vector<long long> row_tiles = {}) {
     }, row_tiles, w16, w, refmax);
     const double sums_err = COLSUM ? p.sums_error() : 0;
     const bool ok = close_enough(w16, w, refmax) && sums_err <= 1e-5 * KSPLIT && bad_transpose == 0;
-    printf("%s gemm_tma_f16 TA=%d BN=%d STAGES=%d COLSUM=%d M=%lld N=%lld K=%lld in %lld slice(s)%s, %d of %d row "
+    printf("%s gemm_tma f16 TA=%d BN=%d STAGES=%d COLSUM=%d M=%lld N=%lld K=%lld in %lld slice(s)%s, %d of %d row "
            "tiles: max abs err %.3g against the fp16 operands' product, %.3g against the fp32 operands' (of %.3g); "
            "column sums' %.3g; %lld fp16 B elements unlike B^T\n",
            ok ? "PASS" : "FAIL", TA, BN, STAGES, COLSUM, M, N, K, SPLITS,

@@ -136,9 +136,9 @@ static void edit_plans_launch_whole(void **state) {
     attnbwd_close(ctx);
 }
 
-/* fp16 plans, their projection products on gemm_tma_f16 (B in fp16, its
- * tensor maps over pairs of halves), launched whole: every tensor map
- * accepted by the fake's checks of cuTensorMapEncodeTiled. */
+/* fp16 plans, their projection products on gemm_tma's fp16 operands (B in
+ * fp16, its tensor maps over pairs of halves), launched whole: every tensor
+ * map accepted by the fake's checks of cuTensorMapEncodeTiled. */
 static void fp16_plans_launch_whole(void **state) {
     (void)state;
     attnbwd_ctx *ctx = open_ctx();

@@ -922,7 +922,7 @@ static const plan_launch *launch_named(const kernel_plan *p, const char *tail) {
 static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1]; }
 
 /* fp16 (precision 2) on sm_90: the heuristic puts the projection products on
- * the fp16 TMA-fed wgmma path (templates/gemm_tma_f16.cu, sm_90a), every B
+ * the fp16 TMA-fed wgmma path (templates/gemm_tma.cu, sm_90a), every B
  * transposed into fp16 with its K padded to a multiple of 8 and its tensor
  * map counting pairs of halves; no TF32 product, gQ or attention pass on
  * wgmma (theirs are TF32's). fp32 keeps mma.sync and refuses wg=1. */
@@ -936,19 +936,19 @@ static void fp16_wgmma_plans(void **state) {
         /* fp16 keeps mma.sync unless "wg=1 tma=1" asks for the fp16 wgmma products. */
         assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
         assert_int_equal(tile(p.tiles, "wg"), 0);
-        assert_null(strstr(p.source, "tc::gemm_tma_f16<"));
+        assert_null(strstr(p.source, "tc::tma_operands::f16>"));
         kernel_plan_free(&p);
         assert_int_equal(gen_plan(g, &s, "sm_90", "wg=1 tma=1", &p), ATTNBWD_OK);
         assert_int_equal(tile(p.tiles, "wg"), 1);
         assert_int_equal(tile(p.tiles, "tma"), 1);
         if (shapes[i][1] == 1) { /* at T = 1 these two tiles alone leave the products on mma.sync */
-            assert_null(strstr(p.source, "tc::gemm_tma_f16<"));
+            assert_null(strstr(p.source, "tc::tma_operands::f16>"));
             kernel_plan_free(&p);
             continue;
         }
         assert_string_equal(p.compile_arch, "sm_90a");
-        assert_non_null(strstr(p.source, "tc::gemm_tma_f16<"));
-        assert_null(strstr(p.source, "tc::gemm_tma<"));
+        assert_non_null(strstr(p.source, "tc::tma_operands::f16>"));
+        assert_null(strstr(p.source, "tc::tma_operands::tf32>"));
         assert_null(strstr(p.source, "tc::gemm_wg<"));
         int transposes = 0, f16_maps = 0;
         for (int l = 0; l < p.n_launches; ++l) {
