@@ -70,7 +70,9 @@ case "${1:-main}" in
     (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$JOBS")
     ;;
   gpu-test)
-    (cd build && ctest -L gpu --output-on-failure)
+    # The GPU tests come in parts by case index (tests/CMakeLists.txt): side by side, their fp64
+    # references and NVRTC use every core.
+    (cd build && ctest -L gpu -j "$JOBS" --output-on-failure)
     ;;
   *)
     echo "usage: ./dev.sh [main|test [quick]|gpu-test]" >&2
