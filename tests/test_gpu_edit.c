@@ -124,6 +124,7 @@ static int listed(const char *list, const char *item, int part) {
 }
 
 int main(void) {
+    const gpu_test_cases chosen = gpu_test_cases_chosen();
     uint64_t seed = gpu_test_begin();
 
     suite_case *suite = NULL;
@@ -327,7 +328,7 @@ int main(void) {
     size_t ran = 0;
     for (size_t k = 0; k < n; k++) {
         const run *u = &runs[k];
-        if (!gpu_test_case_selected(k) || !listed(only_prec, prec_name(u->c.shape.precision), 0) ||
+        if (!gpu_test_case_in(&chosen, k) || !listed(only_prec, prec_name(u->c.shape.precision), 0) ||
             !listed(only_name, u->c.name, 1) ||
             (skip && *skip && listed(skip, u->c.name, 1)))
             continue;
@@ -372,7 +373,7 @@ int main(void) {
         fflush(stdout);
     }
     /* The timing path once (cold L2, events), on the smallest public workload in tf32. */
-    if (listed(only_prec, "tf32", 0) && !only_name && !(skip && *skip) && gpu_test_runs_to_end()) {
+    if (listed(only_prec, "tf32", 0) && !only_name && !(skip && *skip) && chosen.to_end) {
         size_t small = 0; /* runs[0..15]: the public workloads in tf32 */
         for (size_t k = 1; k < 16; k++)
             if (runs[k].c.shape.batch * runs[k].c.shape.seq_len <
