@@ -87,18 +87,17 @@ static run make_run(int64_t B, int64_t T, double p, int precision, unsigned flag
     return r;
 }
 
-/* A TF32 case with `tiles` over the heuristic's (named after them). */
-static run tiled_run(int64_t B, int64_t T, double p, unsigned flags, const char *tiles) {
-    run r = make_run(B, T, p, ATTNBWD_PRECISION_TF32, flags, tiles);
+/* A case in `precision` with `tiles` over the heuristic's (named after them). */
+static run tiled_run_at(attnbwd_precision precision, int64_t B, int64_t T, double p, unsigned flags,
+                        const char *tiles) {
+    run r = make_run(B, T, p, precision, flags, tiles);
     r.c.tiles = tiles;
     return r;
 }
 
-/* An fp16 case with `tiles` over the heuristic's (named after them). */
-static run fp16_tiled_run(int64_t B, int64_t T, double p, unsigned flags, const char *tiles) {
-    run r = make_run(B, T, p, ATTNBWD_PRECISION_FP16, flags, tiles);
-    r.c.tiles = tiles;
-    return r;
+/* The TF32 case with `tiles`, which most of the tile cases are. */
+static run tiled_run(int64_t B, int64_t T, double p, unsigned flags, const char *tiles) {
+    return tiled_run_at(ATTNBWD_PRECISION_TF32, B, T, p, flags, tiles);
 }
 
 enum { MAX_RUNS = 176 };
@@ -306,13 +305,13 @@ int main(void) {
     add_run(runs, &n, make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, ""));
     /* fp16's projection products on TMA-fed wgmma (wg=1 tma=1): odd T, T = 1000, masks with zeros, p = 0
      * with biases, and B = 16 at T = 691 (a public shape's size). */
-    add_run(runs, &n, fp16_tiled_run(1, 17, 0.1, 0, "wg=1 tma=1"));
-    add_run(runs, &n, fp16_tiled_run(2, 64, 0.1, MASK0, "wg=1 tma=1"));
-    add_run(runs, &n, fp16_tiled_run(3, 17, 0.0, MASK0 | BIASES, "wg=1 tma=1"));
-    add_run(runs, &n, fp16_tiled_run(1, 1000, 0.1, 0, "wg=1 tma=1"));
-    add_run(runs, &n, fp16_tiled_run(2, 129, 0.25, MASK0, "wg=1 tma=1"));
-    add_run(runs, &n, fp16_tiled_run(4, 640, 0.1, 0, "wg=1 tma=1"));
-    add_run(runs, &n, fp16_tiled_run(16, 691, 0.1, MASK0, "wg=1 tma=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 1, 17, 0.1, 0, "wg=1 tma=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 64, 0.1, MASK0, "wg=1 tma=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 17, 0.0, MASK0 | BIASES, "wg=1 tma=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 1, 1000, 0.1, 0, "wg=1 tma=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 129, 0.25, MASK0, "wg=1 tma=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 4, 640, 0.1, 0, "wg=1 tma=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 16, 691, 0.1, MASK0, "wg=1 tma=1"));
     free(suite);
 
     attnbwd_ctx *ctx = NULL;
