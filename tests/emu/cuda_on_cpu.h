@@ -306,22 +306,7 @@ inline unsigned long long wg_desc(const float *tile) {
 }
 inline float tf32_in(float x) { return __uint_as_float(__float_as_uint(x) & 0xFFFFE000u); } // what the tensor cores read
 inline float smem_at(unsigned off) { float v; memcpy(&v, emu::this_block->smem + off, 4); return v; }
-// m64nNk8, both operands K-major in the 128-byte swizzle: this thread's N/2 accumulators.
-template <int N> inline void wgmma_ss(float *d, unsigned long long a, unsigned long long b) {
-    for (unsigned long long x : {a, b})
-        if ((x >> 16 & 0x3FFF) != 1 || (x >> 32 & 0x3FFF) != 64 || (x >> 62) != 1) { fprintf(stderr, "bad desc\n"); abort(); }
-    const unsigned sa = (unsigned)(a & 0x3FFF) << 4, sb = (unsigned)(b & 0x3FFF) << 4;
-    const unsigned tid = threadIdx.x % 128, q = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    for (int j = 0; j < N / 8; ++j)
-        for (int e = 0; e < 2; ++e)
-            for (int x = 0; x < 2; ++x) {
-                const unsigned m = 16 * q + g + 8 * e, n = 8 * j + 2 * t + x;
-                float s = 0.f;
-                for (unsigned kk = 0; kk < 8; ++kk)
-                    s += tf32_in(smem_at(swz(sa + m * 128 + kk * 4))) * tf32_in(smem_at(swz(sb + n * 128 + kk * 4)));
-                d[4 * j + 2 * e + x] += s;
-            }
-}
+inline float tf32_smem_at(unsigned off) { return tf32_in(smem_at(off)); }
 // fp16 (f16x2 registers, shared-memory halves) as the tensor cores take it:
 // cvt.rn.f16x2.f32 rounds each float to nearest even (GCC's _Float16 does
 // the same), lo in the low half.
@@ -342,33 +327,34 @@ inline float smem_f16_at(unsigned off) {
     memcpy(&u, emu::this_block->smem + off, 2);
     return f16_value(u);
 }
-// m64nNk16 .f32.f16.f16, both operands K-major in the 128-byte swizzle (PTX
-// ISA, "Asynchronous Warpgroup Level Matrix Shared Memory Layout": a row of
-// 64 halves is 128 bytes, its 16-byte chunk c at c ^ (row % 8); one
-// instruction reads 16 k, 32 bytes of each row from the descriptor's start,
-// as m64nNk8 TF32 does): this thread's N/2 accumulators, each the float sum
-// of 16 exact products of fp16 values.
-template <int N> inline void wgmma_ss_f16(float *d, unsigned long long a, unsigned long long b) {
+// m64nNkK, both operands K-major in the 128-byte swizzle (PTX ISA,
+// "Asynchronous Warpgroup Level Matrix Shared Memory Layout": a row is 128
+// bytes, its 16-byte chunk c at c ^ (row % 8); one instruction reads 32 bytes
+// of each row from the descriptor's start: 8 TF32 k or 16 fp16 k): this
+// thread's N/2 accumulators, each the float sum of K exact products of the
+// values `read` gives for an element's offset, as the tensor cores see them.
+template <int N, unsigned K, float (*read)(unsigned)>
+inline void wgmma_ss(float *d, unsigned long long a, unsigned long long b) {
     for (unsigned long long x : {a, b})
         if ((x >> 16 & 0x3FFF) != 1 || (x >> 32 & 0x3FFF) != 64 || (x >> 62) != 1) { fprintf(stderr, "bad desc\n"); abort(); }
-    const unsigned sa = (unsigned)(a & 0x3FFF) << 4, sb = (unsigned)(b & 0x3FFF) << 4;
+    const unsigned sa = (unsigned)(a & 0x3FFF) << 4, sb = (unsigned)(b & 0x3FFF) << 4, elem = 32 / K;
     const unsigned tid = threadIdx.x % 128, q = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     for (int j = 0; j < N / 8; ++j)
         for (int e = 0; e < 2; ++e)
             for (int x = 0; x < 2; ++x) {
                 const unsigned m = 16 * q + g + 8 * e, n = 8 * j + 2 * t + x;
                 float s = 0.f;
-                for (unsigned kk = 0; kk < 16; ++kk)
-                    s += smem_f16_at(swz(sa + m * 128 + kk * 2)) * smem_f16_at(swz(sb + n * 128 + kk * 2));
+                for (unsigned kk = 0; kk < K; ++kk)
+                    s += read(swz(sa + m * 128 + kk * elem)) * read(swz(sb + n * 128 + kk * elem));
                 d[4 * j + 2 * e + x] += s;
             }
 }
-inline void wgmma_n128_f16_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss_f16<128>(d, a, b); }
-inline void wgmma_n256_f16_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss_f16<256>(d, a, b); }
-inline void wgmma_n32_tf32_ss(float (&d)[16], unsigned long long a, unsigned long long b) { wgmma_ss<32>(d, a, b); }
-inline void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned long long b) { wgmma_ss<64>(d, a, b); }
-inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128>(d, a, b); }
-inline void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256>(d, a, b); }
+inline void wgmma_n128_f16_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128, 16, smem_f16_at>(d, a, b); }
+inline void wgmma_n256_f16_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256, 16, smem_f16_at>(d, a, b); }
+inline void wgmma_n32_tf32_ss(float (&d)[16], unsigned long long a, unsigned long long b) { wgmma_ss<32, 8, tf32_smem_at>(d, a, b); }
+inline void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned long long b) { wgmma_ss<64, 8, tf32_smem_at>(d, a, b); }
+inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128, 8, tf32_smem_at>(d, a, b); }
+inline void wgmma_n256_tf32_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256, 8, tf32_smem_at>(d, a, b); }
 } // namespace tc
 
 // __ballot_sync and __shfl_xor_sync, for whole warps: each lane leaves its
