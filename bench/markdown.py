@@ -127,6 +127,16 @@ def ours_table(records, name, g):
     return lines
 
 
+FLOOR_FRACTION = "Geometric mean of the fraction of the floor reached: "
+
+
+def tools_line(g, tools, key, spec, text):
+    """One sentence, `text` then "tool value" for each tool whose geometric mean `key` is known; none if no
+    tool's is."""
+    known = [f"{t} {g[f'{t}_{key}']:{spec}}" for t in tools if g.get(f"{t}_{key}") is not None]
+    return [text + ", ".join(known) + "."] if known else []
+
+
 def precision_of(records, name, default):
     found = {tool_value(r, name, "precision") for r in records} - {None}
     return found.pop() if len(found) == 1 else default
@@ -139,15 +149,9 @@ def flops_tables(records, tools, g, precision=None):
     summary = check_summary(records, tools)
     if summary:
         lines.append(summary)
-    rates = [f"{t} {g[f'{t}_tflops']:.1f}" for t in tools if g.get(f"{t}_tflops") is not None]
-    if rates:
-        lines.append("Geometric mean TFLOP/s (matrix flops / time): " + ", ".join(rates) + ".")
-    fr = [f"{t} {g[f'{t}_floor_fraction']:.3f}" for t in tools if g.get(f"{t}_floor_fraction") is not None]
-    if fr:
-        lines.append("Geometric mean of the fraction of the floor reached: " + ", ".join(fr) + ".")
-    fr16 = [f"{t} {g[f'{t}_floor_fp16_fraction']:.3f}" for t in tools if g.get(f"{t}_floor_fp16_fraction")]
-    if fr16:
-        lines.append("Of the fp16 floor: " + ", ".join(fr16) + ".")
+    lines += tools_line(g, tools, "tflops", ".1f", "Geometric mean TFLOP/s (matrix flops / time): ")
+    lines += tools_line(g, tools, "floor_fraction", ".3f", FLOOR_FRACTION)
+    lines += tools_line(g, tools, "floor_fp16_fraction", ".3f", "Of the fp16 floor: ")
     for name in [t for t in tools if t.startswith("ours")]:
         lines += ["", f"**{name}** ({precision_of(records, name, precision or '?')}), per workload:", ""]
         lines += ours_table(records, name, g)
@@ -193,9 +197,7 @@ def group_table(records, tools, g, precision=None):
     summary = check_summary(records, tools)
     if summary:
         lines.append(summary)
-    fr = [f"{t} {g[f'{t}_floor_fraction']:.3f}" for t in tools if g.get(f"{t}_floor_fraction") is not None]
-    if fr:
-        lines.append("Geometric mean of the fraction of the floor reached: " + ", ".join(fr) + ".")
+    lines += tools_line(g, tools, "floor_fraction", ".3f", FLOOR_FRACTION)
     return lines
 
 
