@@ -17,8 +17,8 @@
 --                    (vec is then 4); 0: every load is vec wide
 --   streaming        1: the big tensors are loaded and stored with .cs
 --                    (evict first: each byte is touched once); 0: default
---                    caching, which explore found 7-10% faster on the two
---                    largest public workloads (2026-12-03)
+--                    caching, which explore measures 7-10% faster on the
+--                    two largest public workloads
 local render = require "render"
 
 local M = {}
