@@ -12,8 +12,9 @@
 // raw [32, BM] tile, transposed and rounded, into the K-major tile. `ready` then lets the
 // consumers' wgmmas read the stage; `empty` gives it back once their wgmmas
 // of it are complete. So the consumers issue only wgmmas and wait, and no
-// barrier of the whole block is passed per k tile (templates/gemm_wg.cu, its
-// predecessor, has every thread copy and round, and one __syncthreads per tile).
+// barrier of the whole block is passed per k tile (templates/gemm_wg.cu, the
+// products without the TMA, has every thread copy and round, and one
+// __syncthreads per tile).
 //
 // Tiles in shared memory are K-major in the 128-byte swizzle (16-byte chunk c
 // of row r at c ^ (r % 8)), written so by the TMA (B, A) or by the producer
