@@ -86,12 +86,12 @@ static void edit_attention_suite_compiles(void **state) {
     if (lc.warn) fail_msg("%d warnings compiling the suite, the last: %s", lc.warn, lc.last);
     for (size_t i = 0; i < total; ++i) {
         assert_int_equal(attnbwd_get_kernel(ctx, &shapes[i], &k), ATTNBWD_OK);
-        /* The large TF32 products run on wgmma, which NVRTC builds for sm_90a only
-         * (B=64,T=128 has them all); fp32 and fp16 keep mma.sync and sm_90 by default. */
+        /* The large TF32 and fp16 products run on wgmma, which NVRTC builds for
+         * sm_90a only (B=64,T=128 has them all); fp32 keeps mma.sync and sm_90. */
         attnbwd_kernel_info info;
         assert_int_equal(attnbwd_kernel_get_info(k, &info), ATTNBWD_OK);
-        if (shapes[i].precision != ATTNBWD_PRECISION_TF32) assert_string_equal(info.arch, "sm_90");
-        if (i == 0) assert_string_equal(info.arch, "sm_90a");
+        const int fp32 = shapes[i].precision == ATTNBWD_PRECISION_FP32;
+        assert_string_equal(info.arch, fp32 ? "sm_90" : "sm_90a");
         assert_int_equal(info.unordered_outputs, 0); /* the heuristic's tiles: every output bit for bit */
         /* gA, grad_qkv, the row sums and gS (rows padded to a multiple of 4)
          * live in the workspace, with small partials, the wgmma products' B

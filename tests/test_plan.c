@@ -925,7 +925,8 @@ static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1
  * the fp16 TMA-fed wgmma path (templates/gemm_tma.cu, sm_90a), every B
  * transposed into fp16 with its K padded to a multiple of 8 and its tensor
  * map counting pairs of halves; no TF32 product, gQ or attention pass on
- * wgmma (theirs are TF32's). fp32 keeps mma.sync and refuses wg=1. */
+ * wgmma (theirs are TF32's); wg=0 keeps fp16 on mma.sync. fp32 keeps mma.sync
+ * and refuses wg=1. */
 static void fp16_wgmma_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -933,12 +934,12 @@ static void fp16_wgmma_plans(void **state) {
     for (size_t i = 0; i < 4; ++i) {
         attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, ATTNBWD_PRECISION_FP16};
         kernel_plan p;
-        /* fp16 keeps mma.sync unless "wg=1 tma=1" asks for the fp16 wgmma products. */
-        assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
+        /* "wg=0" keeps every fp16 product on mma.sync; by default the TMA-fed wgmma products are chosen. */
+        assert_int_equal(gen_plan(g, &s, "sm_90", "wg=0", &p), ATTNBWD_OK);
         assert_int_equal(tile(p.tiles, "wg"), 0);
         assert_null(strstr(p.source, "tc::tma_operands::f16>"));
         kernel_plan_free(&p);
-        assert_int_equal(gen_plan(g, &s, "sm_90", "wg=1 tma=1", &p), ATTNBWD_OK);
+        assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
         assert_int_equal(tile(p.tiles, "wg"), 1);
         assert_int_equal(tile(p.tiles, "tma"), 1);
         /* At B * T = 1 the model rates mma.sync faster for all four: each TMA-fed product would first
