@@ -61,7 +61,7 @@ function M.choose(shape, t, arch)
                   tiles.choose_tma(g.m, g.n, g.k, g.ta, smem_limit(arch), t.splitk_red == 2 and not g.rowdot, f16)
       if fed and (not w or fed.time < w.time) then w = fed end
       -- The transpose, as measured with tr_vec=1 (8.1 us at 4 MB, 13.7 at 12,
-      -- 27.8 at 32: 2.86 TB/s after 5.3 us; it was 2.6 TB/s after 9 us); a quarter of it
+      -- 27.8 at 32: 2.86 TB/s after 5.3 us); a quarter of it
       -- where it runs on a side lane long before the product (qkv_weight for
       -- grad_hidden, hidden_states for grad_qkv_weight, both at the start):
       -- it only takes bandwidth from the others then.
