@@ -21,15 +21,13 @@ local limits = require "edit_attention_limits"
 
 local ceil_div, H, SMS = limits.ceil_div, limits.H, limits.SMS
 
--- wg: TF32's products (and gQ and the pass) on wgmma by default, and fp16's
--- TMA-fed projection products (templates/gemm_tma.cu; its gQ and pass stay
--- on mma.sync): on an H100, fp16 with them passes the 16 public workloads and
--- takes 484.0 us in geomean against 644.1 with every product on mma.sync.
--- fp32 stays exact.
+-- wg: the products, gQ and the attention pass on wgmma by default in TF32
+-- and fp16 (fp16's projection products on its TMA-fed fp16 path,
+-- templates/gemm_tma.cu; its gQ and pass on TF32's wgmma, the same kernels
+-- as TF32's): on an H100, fp16 so passes the 16 public workloads and takes
+-- 400.4 us in geomean against 485.3 with its gQ and pass on mma.sync and
+-- 436.5 for TF32. fp32 stays exact.
 local function wg_default(shape, arch) return (shape.precision ~= 1 and limits.wgmma_arch(arch)) and 1 or 0 end
--- wg's value for TF32, whose gQ and pass follow it, else 0: fp16's gQ and
--- pass run on mma.sync.
-local function tf32_wg(_, _, t) return t.precision == 0 and t.wg or 0 end
 local function only_wg(values) return function(_, first) return first.wg == 1 and values or {} end end
 local function only_b1(values) return function(shape) return shape.batch == 1 and values or {} end end
 
@@ -49,7 +47,7 @@ M.KEYS = {
     kernels = { "attention pass", "grad_query", "bias_grads" }, limits = { "attention pass shared memory" },
     explore = { 0 } },
   { name = "wg", values = { 0, 1 }, default = wg_default, default_doc = "1 for precision 0 and 2 on sm_90",
-    doc = "the products on wgmma where the model says so (sm_90; fp16: the TMA-fed projection products only)",
+    doc = "the products on wgmma where the model says so (sm_90; fp16: its projection products TMA-fed)",
     kernels = { "every product", "transpose" }, explore = { 0 } },
   { name = "kv_split", values = { 0, 1 }, default = 1, doc = "gV and gK on separate warps of the mma.sync pass",
     kernels = { "attention_fused" }, explore = { 0 } },
@@ -59,10 +57,10 @@ M.KEYS = {
   { name = "pdl", values = { 0, 1, 2 }, default = function(_, arch) return limits.pdl_arch(arch) and 1 or 0 end, default_doc = "1 on sm_90 and newer",
     doc = "programmatic dependent launch: none, placed as the kernel ahead ends, or placed early",
     kernels = { "every kernel" }, limits = { "sm_90" }, explore = { 0 } },
-  { name = "wg_gq", values = { 0, 1 }, default = tf32_wg, default_doc = "wg's for precision 0, else 0",
+  { name = "wg_gq", values = { 0, 1 }, default = function(_, _, t) return t.wg end, default_doc = "wg's",
     doc = "gQ on wgmma where wg=1 and gs_store=1", kernels = { "grad_query" }, explore = only_wg { 0 } },
-  { name = "wg_att", values = { 0, 1 }, default = tf32_wg, default_doc = "wg's for precision 0, else 0",
-    doc = "the attention pass on wgmma where wg=1, gs_store=1, bj=64 and p_stages=2",
+  { name = "wg_att", values = { 0, 1 }, default = function(_, _, t) return t.wg end, default_doc = "wg's",
+    doc = "the attention pass on wgmma (TF32's products, in fp16 too) where wg=1, gs_store=1, bj=64 and p_stages=2",
     kernels = { "attention pass" }, limits = { "attention pass shared memory" }, explore = only_wg { 0 } },
   { name = "zero_early", values = { 0, 1 }, default = 1,
     doc = "grad_edit_region_bias's rows past T written at the start, where gs_store=1",
@@ -74,8 +72,8 @@ M.KEYS = {
     doc = "the transposes of B with 4-byte or 16-byte loads and stores, where wg=1", kernels = { "transpose" },
     explore = only_wg { 0 } },
   { name = "att_tma", values = { 0, 1 },
-    default = function(shape, _, t) return (tf32_wg(shape, nil, t) == 1 and shape.seq_len % 4 ~= 0) and 1 or 0 end,
-    default_doc = "1 where wg=1, precision 0 and T % 4 ~= 0",
+    default = function(shape, _, t) return (t.wg_att == 1 and shape.seq_len % 4 ~= 0) and 1 or 0 end,
+    default_doc = "1 where wg_att=1 and T % 4 ~= 0",
     doc = "P and Pd copied by the TMA in the attention pass on wgmma (where T % 4 ~= 0 by default)",
     kernels = { "attention_wg" }, limits = { "attention pass shared memory" },
     explore = function(_, first) return first.wg == 1 and { 1 - first.att_tma } or {} end },
@@ -98,10 +96,10 @@ M.KEYS = {
     kernels = { "grad_out_weight", "grad_qkv_weight", "colsum_partial", "colsum_final" }, explore = { 0, 1, 2 } },
   { name = "pair", values = { 0, 1, 2 },
     default = function(shape, _, t)
-      return t.tma == 1 and t.precision == 0 and shape.batch * shape.seq_len <= 4096 and 1 or 0
+      return t.tma == 1 and shape.batch * shape.seq_len <= 4096 and 1 or 0
     end,
-    default_doc = "1 where tma=1, precision 0 and B * T <= 4096",
-    doc = "grad_hidden and grad_qkv_weight in one TMA-fed launch, where tma=1 (2: 128x256 tiles only; fp16: asked for)",
+    default_doc = "1 where tma=1 and B * T <= 4096",
+    doc = "grad_hidden and grad_qkv_weight in one TMA-fed launch, where tma=1 (2: 128x256 tiles only)",
     kernels = { "grad_hidden", "grad_qkv_weight" }, limits = { "product shared memory" }, explore = { 0, 1, 2 } },
   { name = "ga_tma", values = { 0, 1, 2 }, default = 0,
     doc = "gA TMA-fed where the model rates it faster than mma.sync, wherever tma=1, or wherever tma=1 as gA^T "

@@ -924,9 +924,10 @@ static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1
 /* fp16 (precision 2) on sm_90: the heuristic puts the projection products on
  * the fp16 TMA-fed wgmma path (templates/gemm_tma.cu, sm_90a), every B
  * transposed into fp16 with its K padded to a multiple of 8 and its tensor
- * map counting pairs of halves; no TF32 product, gQ or attention pass on
- * wgmma (theirs are TF32's); wg=0 keeps fp16 on mma.sync. fp32 keeps mma.sync
- * and refuses wg=1. */
+ * map counting pairs of halves, and no projection product on TF32's wgmma;
+ * gQ and the attention pass run on TF32's wgmma kernels, as in TF32
+ * (wg_gq=0 wg_att=0 keep them on mma.sync); wg=0 keeps fp16 on mma.sync.
+ * fp32 keeps mma.sync and refuses wg=1. */
 static void fp16_wgmma_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -942,6 +943,16 @@ static void fp16_wgmma_plans(void **state) {
         assert_int_equal(gen_plan(g, &s, "sm_90", NULL, &p), ATTNBWD_OK);
         assert_int_equal(tile(p.tiles, "wg"), 1);
         assert_int_equal(tile(p.tiles, "tma"), 1);
+        assert_int_equal(tile(p.tiles, "wg_att"), 1);
+        assert_int_equal(tile(p.tiles, "wg_gq"), 1);
+        assert_int_equal(tile(p.tiles, "att_tma"), shapes[i][1] % 4 != 0);
+        assert_non_null(strstr(p.source, "tc::gemm_wg<")); /* gQ's batched product */
+        int pass_on_wg = 0;
+        for (int l = 0; l < p.n_launches; ++l) pass_on_wg += ends_with(p.launches[l].name, "_attention_wg");
+        assert_int_equal(pass_on_wg, 1);
+        kernel_plan_free(&p);
+        /* With gQ and the pass on mma.sync and no pair: no TF32 wgmma in the plan, each product chosen alone. */
+        assert_int_equal(gen_plan(g, &s, "sm_90", "wg_att=0 wg_gq=0 pair=0", &p), ATTNBWD_OK);
         /* At B * T = 1 the model rates mma.sync faster for all four: each TMA-fed product would first
          * transpose its B into fp16 (5 us and more a transpose), where the product itself is a few rows. */
         if (shapes[i][1] == 1) {

@@ -374,7 +374,8 @@ class RegionAwareSelfAttention(torch.nn.Module):
     """Region-aware self-attention with edit bias (spec edit_attention_bwd.md): hidden 1024, 16 heads of 64, T up to
     1024. forward(hidden_states [B,T,1024], edit_region_mask [B,T] (0/1), attention_mask [B,T] (1 valid, 0 masked;
     None: all valid)) -> [B,T,1024]. The forward is PyTorch's (its matrix products follow torch's TF32 settings);
-    the backward is attnbwd's kernel with `precision`: "tf32" (default), "fp16" operands or exact "fp32".
+    the backward is attnbwd's kernel with `precision`: "tf32" (default), "fp16" (which products take
+    fp16 operands: attnbwd.h's attnbwd_precision) or exact "fp32".
     Parameters are drawn as the public benchmark draws them: weights and edit biases 0.02 * randn, biases 0."""
 
     def __init__(self, dropout=0.1, precision="tf32", device=None):
