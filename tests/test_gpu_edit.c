@@ -17,8 +17,8 @@
  * lanes after gA's transposed B (side_start=2), the within/cross sums made by the
  * attention pass (att_wc=1), the edit-bias sums over the batch by gQ's
  * float reductions (gq_red=1, and 2 over batch row 0 stored by the pass),
- * a case past 2^31 elements in each [B, 16, T, T] tensor, fp16's projection
- * products on TMA-fed wgmma (wg=1 tma=1), and
+ * a case past 2^31 elements in each [B, 16, T, T] tensor in both, fp16 with
+ * every product on mma.sync (wg=0 tma=0; its default on sm_90 is wgmma), and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
