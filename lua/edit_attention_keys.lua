@@ -28,6 +28,8 @@ local ceil_div, H, SMS = limits.ceil_div, limits.H, limits.SMS
 -- 400.4 us in geomean against 485.3 with its gQ and pass on mma.sync and
 -- 436.5 for TF32. fp32 stays exact.
 local function wg_default(shape, arch) return (shape.precision ~= 1 and limits.wgmma_arch(arch)) and 1 or 0 end
+-- The default of the keys that take wg's value.
+local function wg_value(_, _, t) return t.wg end
 local function only_wg(values) return function(_, first) return first.wg == 1 and values or {} end end
 local function only_b1(values) return function(shape) return shape.batch == 1 and values or {} end end
 
@@ -57,15 +59,15 @@ M.KEYS = {
   { name = "pdl", values = { 0, 1, 2 }, default = function(_, arch) return limits.pdl_arch(arch) and 1 or 0 end, default_doc = "1 on sm_90 and newer",
     doc = "programmatic dependent launch: none, placed as the kernel ahead ends, or placed early",
     kernels = { "every kernel" }, limits = { "sm_90" }, explore = { 0 } },
-  { name = "wg_gq", values = { 0, 1 }, default = function(_, _, t) return t.wg end, default_doc = "wg's",
+  { name = "wg_gq", values = { 0, 1 }, default = wg_value, default_doc = "wg's",
     doc = "gQ on wgmma where wg=1 and gs_store=1", kernels = { "grad_query" }, explore = only_wg { 0 } },
-  { name = "wg_att", values = { 0, 1 }, default = function(_, _, t) return t.wg end, default_doc = "wg's",
+  { name = "wg_att", values = { 0, 1 }, default = wg_value, default_doc = "wg's",
     doc = "the attention pass on wgmma (TF32's products, in fp16 too) where wg=1, gs_store=1, bj=64 and p_stages=2",
     kernels = { "attention pass" }, limits = { "attention pass shared memory" }, explore = only_wg { 0 } },
   { name = "zero_early", values = { 0, 1 }, default = 1,
     doc = "grad_edit_region_bias's rows past T written at the start, where gs_store=1",
     kernels = { "bias_zero_rows", "bias_grads" }, explore = { 0 } },
-  { name = "tma", values = { 0, 1 }, default = function(_, _, t) return t.wg end, default_doc = "wg's",
+  { name = "tma", values = { 0, 1 }, default = wg_value, default_doc = "wg's",
     doc = "the wgmma products fed by the TMA, where wg=1", kernels = { "every product" },
     limits = { "product shared memory" }, explore = only_wg { 0 } },
   { name = "tr_vec", values = { 0, 1 }, default = 1,
