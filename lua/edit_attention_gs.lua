@@ -29,7 +29,7 @@ function M.modes(shape, t)
   -- gQ on wgmma (wg_gq = 1), as gQ^T = k^T gS^T: the keys [T, 64] are A
   -- stored transposed (through registers), gS's rows B, rounded in place;
   -- or (gq_tma) TMA-fed and persistent, where gS is fp32.
-  local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 and t.precision ~= 1 -- TF32's gQ
+  local gq_wg = t.wg_gq == 1 and t.wg == 1 and t.gs_store == 1 -- TF32's gQ, in fp16 too
   local gq_tma = gq_wg and t.gq_tma == 1 and t.tma == 1 and not gs_half
   -- gq_red=1: gQ's batched wgmma product (not gq_tma) adds each gS tile it
   -- reads into grad_edit_region_bias, zeroed whole at the start, by float

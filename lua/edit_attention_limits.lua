@@ -63,12 +63,12 @@ function M.attention_wg_smem(p_stages, att_tma, att_kb, multi)
   return floats * 4 + 1024
 end
 
--- wg_att = 1 takes effect where the wgmma pass applies (TF32 or fp16 with
--- the products on wgmma, gS stored, 64 keys per block, a ring of two P
--- tiles); elsewhere the mma.sync pass runs. The wgmma pass's products are
--- TF32's in either precision.
+-- wg_att = 1 takes effect where the wgmma pass applies (the products on
+-- wgmma, which validation allows in TF32 and fp16 only; gS stored, 64 keys
+-- per block, a ring of two P tiles); elsewhere the mma.sync pass runs. The
+-- wgmma pass's products are TF32's in either precision.
 function M.att_on_wg(t)
-  return t.wg_att == 1 and t.wg == 1 and t.precision ~= 1 and t.gs_store == 1 and t.bj == 64 and t.p_stages == 2
+  return t.wg_att == 1 and t.wg == 1 and t.gs_store == 1 and t.bj == 64 and t.p_stages == 2
 end
 
 -- Hopper's warpgroup MMA (wgmma) needs the arch-specific target sm_90a, so
