@@ -1,5 +1,5 @@
 -- Tuning table shipped for the NVIDIA H100 (SXM, 80 GB HBM3): problem 2's
--- entries of the H200 table (lua/tuning_h200.lua) that also win on the H100,
+-- TF32 entries of the H200 table (lua/tuning_h200.lua) that also win on the H100,
 -- and the H100's own where a choice wins on the H100 only (A/B runs of whole
 -- calls, bench/ab.lua; what each measured: docs/experiments.md, "Tuning table
 -- entries"). Problem 1: the H100's own, the tiles `attnbwd explore
@@ -29,7 +29,7 @@ local softmax_entries = {
 local entries = {}
 for key, tiles in pairs(softmax_entries) do entries[key] = tiles end
 for key, tiles in pairs(require("tuning_h200").entries) do
-  if key:match("^edit_attention_bwd ") and not lost_on_h100[key] then entries[key] = tiles end
+  if key:match("^edit_attention_bwd .* precision=0$") and not lost_on_h100[key] then entries[key] = tiles end
 end
 for key, tiles in pairs(h100_only) do entries[key] = tiles end
 return {

@@ -468,14 +468,22 @@ static const char *tiles_of(attnbwd_ctx *ctx, int64_t B, int64_t H, int64_t T, i
     return info.tiles;
 }
 
-/* Fails unless the tiles problem 2's shape (B, T) gets in ctx contain `want` (on `gpu`, for the message). */
-static void assert_edit_tiles_have(attnbwd_ctx *ctx, int64_t B, int64_t T, const char *want, const char *gpu) {
-    attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, 0};
+/* Fails unless the tiles problem 2's shape (B, T) gets in ctx at `precision` contain `want` (on `gpu`, for the
+ * message). */
+static void assert_edit_tiles_at(attnbwd_ctx *ctx, int64_t B, int64_t T, int precision, const char *want,
+                                 const char *gpu) {
+    attnbwd_shape e = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, precision};
     char *src = NULL, *tiles = NULL;
     if (attnbwd_generate(ctx, &e, &src, &tiles) != ATTNBWD_OK) fail_msg("%s", attnbwd_last_error());
-    if (!strstr(tiles, want)) fail_msg("B=%d T=%d on the %s: want%s in '%s'", (int)B, (int)T, gpu, want, tiles);
+    if (!strstr(tiles, want))
+        fail_msg("B=%d T=%d precision %d on the %s: want%s in '%s'", (int)B, (int)T, precision, gpu, want, tiles);
     attnbwd_free(src);
     attnbwd_free(tiles);
+}
+
+/* The same at TF32, the default precision. */
+static void assert_edit_tiles_have(attnbwd_ctx *ctx, int64_t B, int64_t T, const char *want, const char *gpu) {
+    assert_edit_tiles_at(ctx, B, T, ATTNBWD_PRECISION_TF32, want, gpu);
 }
 
 /* Problem 2's entries the H100 table has of its own (lua/tuning_h100.lua's h100_only), which the H200's lacks. */
@@ -534,6 +542,12 @@ static void tuning_tables(void **state) {
     assert_edit_tiles_have(ctx, 32, 773, " pair=2", "H200");
     for (size_t i = 0; i < sizeof session36 / sizeof session36[0]; i++)
         assert_edit_tiles_have(ctx, session36[i].b, session36[i].t, session36[i].h200, "H200");
+    /* fp16 takes the TF32 entry where it won in fp16 too (the heuristic says pair_dsm=0, gq_red=0), and keeps
+     * its own tiles where the entry lost (the entry says ga_tma=1, splitk_red=2). */
+    assert_edit_tiles_at(ctx, 1, 373, ATTNBWD_PRECISION_FP16, " pair_dsm=1", "H200");
+    assert_edit_tiles_at(ctx, 32, 773, ATTNBWD_PRECISION_FP16, " gq_red=1", "H200");
+    assert_edit_tiles_at(ctx, 1, 1024, ATTNBWD_PRECISION_FP16, " ga_tma=0", "H200");
+    assert_edit_tiles_at(ctx, 4, 288, ATTNBWD_PRECISION_FP16, " splitk_red=0", "H200");
     attnbwd_close(ctx);
 
     char *dir = test_tmpdir();
