@@ -609,6 +609,11 @@ static void tuning_tables(void **state) {
     assert_edit_tiles_have(ctx, 32, 773, " pair=2", "H100");
     for (size_t i = 0; i < sizeof session36 / sizeof session36[0]; i++)
         assert_edit_tiles_have(ctx, session36[i].b, session36[i].t, session36[i].h100, "H100");
+    /* fp16: the H100's own choice of TF32 entries, not the H200's (B=1,T=853 and B=16,T=176 are the H200's
+     * only; B=16,T=691 the H100's only) */
+    assert_edit_tiles_at(ctx, 16, 691, ATTNBWD_PRECISION_FP16, " gq_red=2", "H100");
+    assert_edit_tiles_at(ctx, 1, 853, ATTNBWD_PRECISION_FP16, " splitk_red=0", "H100");
+    assert_edit_tiles_at(ctx, 16, 176, ATTNBWD_PRECISION_FP16, " pair_kv=0", "H100");
     attnbwd_close(ctx);
     unsetenv("ATTNBWD_GPU_MODEL");
     test_rmtree(dir);
