@@ -593,6 +593,8 @@ static void tuning_tables(void **state) {
     assert_non_null(strstr(tiles_of(ctx, 8, 8, 131, 0), "threads_per_row=16 "));
     assert_non_null(strstr(tiles_of(ctx, 2, 8, 293, 1), "split=0 streaming=0 threads_per_row=64 unroll=4 vec=1"));
     assert_non_null(strstr(tiles_of(ctx, 2, 4, 256, 1), "streaming=1 threads_per_row=64"));
+    /* the heuristic's: 128 threads a row; the H200's: 128 threads a row and vec=1 */
+    assert_non_null(strstr(tiles_of(ctx, 8, 4, 613, 1), "split=1 streaming=0 threads_per_row=256 unroll=4 vec=4"));
     const int side_start_at[][3] = {{2, 449, 1}, {1, 373, 1}, {8, 448, 0}, {4, 640, 0}};
     for (size_t i = 0; i < sizeof side_start_at / sizeof side_start_at[0]; i++) {
         char want[32];
