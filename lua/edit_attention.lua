@@ -70,7 +70,7 @@ function M.validate(shape, t, arch)
   end
   if att_on_wg(t) then
     local multi = t.att_kb == 2 and t.att_items ~= 1 and 1 or 0 -- v of two items in shared memory
-    local bytes = attention_wg_smem(t.p_stages, t.att_tma, t.att_kb, multi)
+    local bytes = attention_wg_smem(t.p_stages, t.att_tma, t.att_kb, multi, t.att_f16 == 1 and t.precision == 2)
     if bytes > smem_limit(arch) then
       return string.format("the attention pass on wgmma needs %d bytes of shared memory; %s allows %d",
                            bytes, arch or "sm_90", smem_limit(arch))

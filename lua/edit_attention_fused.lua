@@ -88,6 +88,7 @@ local function pass_rules(f)
   local t, B, T = f.t, f.B, f.T
   f.att_wg = att_on_wg(t) -- the attention pass on wgmma (templates/attention_wg.cu)
   f.att_tma = f.att_wg and t.att_tma == 1 -- P and Pd into it by the TMA
+  f.att_f16 = limits.att_f16_on(t, f.gs_half) -- its products on fp16 operands
   f.pair_heads = f.att_wg and t.att_kb == 3 and pass_blocks.pair_heads(B, T) or nil
   -- att_kb=2: items (pair, head) a block takes one after another (att_items; fp32 gS).
   f.items = 1

@@ -161,6 +161,10 @@ M.KEYS = {
     doc = "a split TMA-fed product's K slices added by a reduce launch in slice order, or into its zeroed output "
           .. "by float atomics as its blocks end (2: its tiles and splits chosen for that)",
     kernels = { "grad_out_weight", "grad_hidden", "grad_qkv_weight" }, explore = { 0, 1, 2 } },
+  { name = "att_f16", values = { 0, 1 }, default = 0,
+    doc = "the attention pass on wgmma with TF32's products, or (fp16 precision, fp32 gS) with fp16 operands",
+    kernels = { "attention_wg" }, limits = { "attention pass shared memory" },
+    explore = function(shape, first) return (first.wg == 1 and shape.precision == 2) and { 1 - first.att_f16 } or {} end },
 }
 
 -- Candidates of more than one key at once, laid over the heuristic's tiles

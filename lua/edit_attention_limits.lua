@@ -55,10 +55,13 @@ end
 -- att_kb=2: each has its own v_j and ring, and they share three step
 -- buffers, the rows and their barrier (multi: v of two items, att_items);
 -- att_kb=3 has blocks of both.
-function M.attention_wg_smem(p_stages, att_tma, att_kb, multi)
+function M.attention_wg_smem(p_stages, att_tma, att_kb, multi, f16)
   local ring = p_stages * 2 * 32 * 68 + (att_tma == 1 and p_stages * 2 or 0) -- a warpgroup's ring and barriers
-  local rows = 2 * 64 * 32 + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 2 * 8 * 128 * 4 + 2 * 2
-  local keys = (multi == 1 and 2 or 1) * 2 * 2 * 64 * 32 + 3 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
+  local v_tile = 64 * 32 -- 64 keys x 64 d in fp16, or x 32 d in fp32
+  -- f16: v's fp32 staging once, and its fp16 tiles (two with multi)
+  local rows = 2 * v_tile + (f16 and v_tile or 0) + 4 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 2 * 8 * 128 * 4 + 2 * 2
+  local keys_v = f16 and 2 * 2 * v_tile + (multi == 1 and 2 or 1) * 2 * v_tile or (multi == 1 and 2 or 1) * 2 * 2 * v_tile
+  local keys = keys_v + 3 * (2 * 32 * 32 + 2 * 64 * 32) + 2 * ring + 4 * 32 * 32 + 2
   local floats = att_kb == 1 and rows or att_kb == 2 and keys or math.max(rows, keys)
   return floats * 4 + 1024
 end
@@ -70,6 +73,11 @@ end
 function M.att_on_wg(t)
   return t.wg_att == 1 and t.wg == 1 and t.gs_store == 1 and t.bj == 64 and t.p_stages == 2
 end
+
+-- att_f16 = 1 takes effect where the wgmma pass runs in fp16 precision with
+-- gS in fp32 (gs_half's scale reads v's fp32 tiles): its products then take
+-- fp16 operands.
+function M.att_f16_on(t, gs_half) return M.att_on_wg(t) and t.att_f16 == 1 and t.precision == 2 and not gs_half end
 
 -- Hopper's warpgroup MMA (wgmma) needs the arch-specific target sm_90a, so
 -- only the sm_90 devices (H100, H200) get it; nil arch: the H200's.

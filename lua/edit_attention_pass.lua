@@ -32,7 +32,7 @@ function M.launch(f)
            { ga_map, wsp("rowdot"), q_map, "in:value", probs, dropped,
              "in:attention_mask", wsp("gqkv"), gs, "f32:scale", gan, gsinv, "f32:dropout_p",
              "in:edit_region_mask", wsp("wcpart"), f.red_out0 and "out:grad_edit_region_bias" or "null" }, nil,
-           attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb, items > 1 and 1 or 0))
+           attention_wg_smem(t.p_stages, att_tma and 1 or 0, t.att_kb, items > 1 and 1 or 0, f.att_f16))
   else
     p.kernel("attention", { NJ, B * H, 1 },
            { wsp("gA"), wsp("rowdot"), "in:query", "in:key", "in:value", "in:attention_probs",
@@ -60,7 +60,7 @@ function M.render(f)
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
                      P_TMA = f.att_tma and 1 or 0, GS_HALF = gs_half and 1 or 0,
                      GS_ROUND = gs_round and 1 or 0, WC = f.pass_wc and 1 or 0, OUT0 = f.red_out0 and 1 or 0,
-                     ITEMS = f.items }
+                     ITEMS = f.items, F16 = f.att_f16 and 1 or 0 }
     p.render("attention_wg.cu", values)
     if t.att_kb ~= 2 then p.render("attention_wg_rows.cu", values) end
     if t.att_kb ~= 1 then p.render("attention_wg_keys.cu", values) end

@@ -67,6 +67,16 @@ constexpr bool WC = {{WC}};
 // for gQ to wait on.
 constexpr bool OUT0 = {{OUT0}};
 static_assert(!OUT0 || !GS_HALF, "batch row 0's gS into the output as fp32");
+// F16 (tile att_f16=1, precision fp16): the three products on fp16 operands
+// (m64nNk16, fp32 accumulation), each taking half the instructions and half
+// the shared-memory bytes of TF32's k8, with the same 11 significant bits.
+// v, gA and q become fp16 where they come into shared memory (v from fp32
+// staging into a tile of its own, the rows from R into the step buffer),
+// and Pd^T and gS^T become the A of gV and gK from gPd^T's accumulators as
+// they stand: fp16's A fragment is the accumulators' layout, two columns a
+// word, so the columns keep their natural order (no ipos).
+constexpr bool F16 = {{F16}};
+static_assert(!F16 || !GS_HALF, "gS's fp16 scale reads v's fp32 tiles");
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
@@ -105,6 +115,8 @@ __device__ __forceinline__ int p_tma_at(int m, int j, int shift) { return (m & 3
 __device__ __forceinline__ int ipos(int i) { return (i & ~7) | ((i & 1) << 2) | ((i & 7) >> 1); }
 // Float offset of (row, col) in a K-major 128-byte-swizzled tile.
 __device__ __forceinline__ int sw(int row, int col) { return row * 32 + 4 * ((col / 4) ^ (row % 8)) + col % 4; }
+// Byte offset of (row, col) in a K-major 128-byte-swizzled tile of fp16 (64 a row).
+__device__ __forceinline__ int sw16(int row, int col) { return row * 128 + 16 * ((col / 8) ^ (row % 8)) + 2 * (col % 8); }
 
 // Dynamic shared memory from its first 1024-byte boundary (the launch asks
 // 1 KiB more), as a pointer and (sm_s) a shared-space address.
@@ -120,8 +132,11 @@ __device__ __forceinline__ float *aligned_smem(unsigned &sm_s) {
 // base (the step's buffer or ring slot) plus a per-thread offset fixed before
 // the loop plus a constant, which the load or store adds itself ([R+UR+imm]):
 // no index math per step.
-#ifndef TC_EMU // tests/emu/cuda_on_cpu.h has CPU forms of these four
+#ifndef TC_EMU // tests/emu/cuda_on_cpu.h has CPU forms of these five
 __device__ __forceinline__ void sts32(unsigned a, unsigned v) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(v)); }
+__device__ __forceinline__ void sts64(unsigned a, uint2 v) {
+    asm volatile("st.shared.v2.u32 [%0], {%1, %2};" ::"r"(a), "r"(v.x), "r"(v.y));
+}
 __device__ __forceinline__ void sts128(unsigned a, uint4 v) {
     asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
 }
@@ -373,16 +388,41 @@ template <int ROWS, int NT> __device__ __forceinline__ void round_v(float *V) {
     for (int s2 = 0; s2 < 2; ++s2) tc::round_tile_sw128<ROWS, NT>(V + s2 * ROWS * 32);
 }
 
+// v's fp16 tile (F16): the chunks this thread copied with copy_v into the
+// two fp32 tiles of ROWS keys at V, converted into V16 (ROWS x 64 halves,
+// K-major, swizzled). A thread reads only what it copied itself, so no
+// barrier comes between its cp.async wait and this.
+template <int ROWS, int NT> __device__ __forceinline__ void v_to_f16(const float *V, float *V16) {
+    constexpr int RS = NT / 8, PASSES = ROWS / RS;
+    const int rt = threadIdx.x / 8, c = threadIdx.x % 8;
+    unsigned char *dst = reinterpret_cast<unsigned char *>(V16);
+#pragma unroll
+    for (int s2 = 0; s2 < 2; ++s2)
+#pragma unroll
+        for (int p = 0; p < PASSES; ++p) {
+            const int r = rt + p * RS;
+            const float4 x = *reinterpret_cast<const float4 *>(V + s2 * ROWS * 32 + r * 32 + 4 * (c ^ (r % 8)));
+            *reinterpret_cast<uint2 *>(dst + sw16(r, 32 * s2 + 4 * c)) =
+                make_uint2(tc::pack_f16x2(x.x, x.y), tc::pack_f16x2(x.z, x.w));
+        }
+}
+// v ready for the tensor cores once its copies have landed: rounded to TF32
+// in place, or (F16) converted into V16.
+template <int ROWS, int NT> __device__ __forceinline__ void ready_v(float *V, float *V16) {
+    if constexpr (F16) v_to_f16<ROWS, NT>(V, V16);
+    else round_v<ROWS, NT>(V);
+}
+
 // The prologue of both organisations, up to step 0's rows in R: v of the
 // block's ROWS keys (key row v0 of the head on; rows past T read as zeros)
-// into V's two swizzled tiles of 32 d by the block's NT threads, rounded once
-// they land; (GS_HALF) the head's maxima; the barriers' initialisation made
+// into V's two swizzled tiles of 32 d by the block's NT threads, rounded
+// (F16: converted into V16) once they land; (GS_HALF) the head's maxima; the barriers' initialisation made
 // visible; step 0's rows asked of the TMA, the P and Pd of steps 0 ..
 // P_STAGES-2 (steps of BI rows), and step 0's row sums. cp.async groups,
 // oldest first: [v] [P of steps 0 .. P_STAGES-2], then per step (the
 // caller's loop) [P of step s + P_STAGES - 1].
 template <int ROWS, int NT, int BI, class LoadRows, class LoadP, class LoadD>
-__device__ __forceinline__ void pass_prologue(float *V, const float *__restrict__ value, i64 head_rows, i64 v0,
+__device__ __forceinline__ void pass_prologue(float *V, float *V16, const float *__restrict__ value, i64 head_rows, i64 v0,
                                               const float *__restrict__ gan, const float *__restrict__ rowdot,
                                               float (&maxima)[3][8], unsigned long long *rows_full,
                                               LoadRows load_rows, LoadP load_p, LoadD load_d) {
@@ -398,8 +438,86 @@ __device__ __forceinline__ void pass_prologue(float *V, const float *__restrict_
     }
     load_d(0);
     tc::cp_async_wait<P_TMA ? 0 : P_STAGES - 1>(); // v
-    round_v<ROWS, NT>(V);
+    ready_v<ROWS, NT>(V, V16);
     tc::mbar_wait(rows_full, 0);
+}
+
+// F16: tile rows c and c + 1 of a step's 32 gA and q rows, c = 16 hp + 2
+// (lane % 8), from R (fp32, as the TMA brought them) into step buffer B (a
+// shared address) as fp16, for warp q's 16 of the 64 d (4 a thread): GA [32
+// c][64 d], and GAT and QT [64 d][32 c] (K = c, the first 64 bytes of each
+// 128-byte row), the two rows' halves of a d one word. Tile row c holds
+// query row perm(c), as in TF32's staging. zero0, zero1: gA's row c, c + 1
+// lies past T and is stored as zeros.
+__device__ __forceinline__ int f16_stage_row(int hp, int lane) { return 16 * hp + 2 * (lane % 8); }
+__device__ __forceinline__ void stage_f16(unsigned R_s, unsigned B, int hp, int q, int lane, bool zero0,
+                                          bool zero1) {
+    const int c = f16_stage_row(hp, lane), d0 = 4 * (4 * q + lane / 8);
+    const unsigned at0 = R_s + 4 * (BOX * (d0 / 32) + sw(perm(c), d0 % 32)),
+                   at1 = R_s + 4 * (BOX * (d0 / 32) + sw(perm(c + 1), d0 % 32));
+    float4 a0 = lds128(at0), a1 = lds128(at1);
+    const float4 k0 = lds128(at0 + 4 * 2 * BOX), k1 = lds128(at1 + 4 * 2 * BOX);
+    if (zero0) a0 = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (zero1) a1 = make_float4(0.f, 0.f, 0.f, 0.f);
+    sts64(B + 4 * GA + sw16(c, d0), make_uint2(tc::pack_f16x2(a0.x, a0.y), tc::pack_f16x2(a0.z, a0.w)));
+    sts64(B + 4 * GA + sw16(c + 1, d0), make_uint2(tc::pack_f16x2(a1.x, a1.y), tc::pack_f16x2(a1.z, a1.w)));
+    const float av0[4] = {a0.x, a0.y, a0.z, a0.w}, av1[4] = {a1.x, a1.y, a1.z, a1.w};
+    const float kv0[4] = {k0.x, k0.y, k0.z, k0.w}, kv1[4] = {k1.x, k1.y, k1.z, k1.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        sts32(B + 4 * GAT + sw16(d0 + e, c), tc::pack_f16x2(av0[e], av1[e]));
+        sts32(B + 4 * QT + sw16(d0 + e, c), tc::pack_f16x2(kv0[e], kv1[e]));
+    }
+}
+
+// gPd^T = v_j gA_i^T over d into acc (one commit group): dV is this
+// warpgroup's v (TF32: its tile of d 0-31, that of d 32-63 V_NEXT floats
+// on; F16: its fp16 tile), dB the step buffer. TF32: 8 k steps of 8 in two
+// swizzled tiles of 32 d each (GA's second 32 x 32 floats on); F16: 4 of 16.
+template <int V_NEXT>
+__device__ __forceinline__ void issue_gpd(float (&acc)[16], unsigned long long dV, unsigned long long dB) {
+#pragma unroll
+    for (int x = 0; x < 16; ++x) acc[x] = 0.f;
+    tc::wg_fence();
+    if constexpr (F16) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) tc::wgmma_n32_f16_ss(acc, tc::wg_desc_at(dV, 8 * ks), tc::wg_desc_at(dB, GA + 8 * ks));
+    } else {
+#pragma unroll
+        for (int ks = 0; ks < 8; ++ks)
+            tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * V_NEXT + 8 * (ks % 4)),
+                                  tc::wg_desc_at(dB, GA + (ks / 4) * 32 * 32 + 8 * (ks % 4)));
+    }
+    tc::wg_commit();
+}
+
+// F16: Pd^T and gS^T as the A fragments of gV and gK, two k steps of 16
+// rows i: step kk's words are accumulator columns 16 kk .. 16 kk + 15, (n =
+// 2 kk, 2 kk + 1) x (keys g, g + 8), two columns each. Then the products
+// with B from the step buffer of descriptor dB: one commit group.
+__device__ __forceinline__ void issue_gv_gk_f16(float (&accV)[32], float (&accK)[32], const float (&pd)[4][4],
+                                                const float (&s)[4][4], unsigned long long dB) {
+    unsigned fpd[2][4], fs[2][4];
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            const int n = 2 * kk + x / 2, hh = x % 2; // word x: key g + 8 hh, columns 8 n + 2 t, + 1
+            fpd[kk][x] = tc::pack_f16x2(pd[n][2 * hh], pd[n][2 * hh + 1]);
+            fs[kk][x] = tc::pack_f16x2(s[n][2 * hh], s[n][2 * hh + 1]);
+        }
+    // Pin the fragments before the fence (see gemm_wg.cu: otherwise ptxas serializes the wgmmas).
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) asm volatile("" : "+r"(fpd[kk][x]), "+r"(fs[kk][x])::"memory");
+    tc::wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 2; ++kk) {
+        tc::wgmma_n64_f16(accV, fpd[kk], tc::wg_desc_at(dB, GAT + 8 * kk));
+        tc::wgmma_n64_f16(accK, fs[kk], tc::wg_desc_at(dB, QT + 8 * kk));
+    }
+    tc::wg_commit();
 }
 
 // Pd^T and gS^T as the A fragments of gV and gK (fragment register 0..3
@@ -407,6 +525,10 @@ __device__ __forceinline__ void pass_prologue(float *V, const float *__restrict_
 // and gK += gS^T q_i with B from the step buffer of descriptor dB: one commit group.
 __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32], const float (&pd)[4][4],
                                             const float (&s)[4][4], unsigned long long dB) {
+    if constexpr (F16) {
+        issue_gv_gk_f16(accV, accK, pd, s, dB);
+        return;
+    }
     unsigned fpd[4][4], fs[4][4];
 #pragma unroll
     for (int n = 0; n < 4; ++n) {

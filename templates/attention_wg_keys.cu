@@ -29,13 +29,18 @@ static_assert(!MULTI || (!GS_HALF && P_STAGES == 2), "items one after another: f
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v of the block's NW x 64 keys, rounded once: two tiles of [NW x 64 j][32 d]
 //         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each;
-//         MULTI: two such, item k's the (k % 2)-th
+//         MULTI: two such, item k's the (k % 2)-th; F16: one (the fp32 staging
+//         of each item's v in turn, converted into V16 as the item starts)
+//   V16   (F16) v of the block's NW x 64 keys in fp16: one tile [NW x 64 j][64 d]
+//         (warpgroup w's rows 64 w on); MULTI: two, item k's the (k % 2)-th
 //   BUFS step buffers (attention_wg.cu's GA, GAT, QT), each WG_BUF floats
 //   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
 //   R, the gA and q rows of the next step as the TMA brings them (four boxes
 //   of [32 i][32 d] in the 128-byte swizzle: gA d 0-31, 32-63, then q's)
 //   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one for R
-constexpr int V_FLOATS = NW * 2 * SUB, OFF_V = 0, OFF_BUF = (MULTI ? 2 : 1) * V_FLOATS;
+constexpr int V_FLOATS = NW * 2 * SUB, V16_FLOATS = NW * SUB, OFF_V = 0;
+constexpr int OFF_V16 = (MULTI && !F16 ? 2 : 1) * V_FLOATS,
+              OFF_BUF = OFF_V16 + (F16 ? (MULTI ? 2 : 1) * V16_FLOATS : 0);
 constexpr int OFF_P = OFF_BUF + BUFS * WG_BUF, OFF_R = OFF_P + NW * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 4 * BOX,
               N_PBAR = P_TMA ? NW * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 1);
 static_assert(OFF_BUF % 256 == 0 && WG_BUF % 256 == 0 && OFF_R % 256 == 0,
@@ -78,7 +83,8 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
               lane = tid % 32, g = lane / 4, t = lane % 4;
     item cur = item_of(x0, w);
     float *ring = sm + OFF_P + w * P_STAGES * 2 * P_TILE;
-    auto V_of = [&](int k) { return sm + OFF_V + (MULTI ? (k % 2) * V_FLOATS : 0); };
+    auto V_of = [&](int k) { return sm + OFF_V + (MULTI && !F16 ? (k % 2) * V_FLOATS : 0); };
+    auto V16_of = [&](int k) { return sm + OFF_V16 + (MULTI ? (k % 2) * V16_FLOATS : 0); };
     unsigned long long *bars = reinterpret_cast<unsigned long long *>(sm + OFF_BAR), *full = bars + w * P_STAGES,
                        *rows_full = bars + N_PBAR;
     if (tid < N_PBAR + 1) {
@@ -122,6 +128,11 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
 #else
         asm volatile("mov.u32 %0, %1;" : "=r"(ln) : "r"(lane));
 #endif
+        if constexpr (F16) { // this warpgroup's 16 rows (attention_wg.cu's stage_f16)
+            const int c = f16_stage_row(w, ln);
+            stage_f16(R_s, B, w, q, ln, last && i0 + perm(c) >= kT, last && i0 + perm(c + 1) >= kT);
+            return;
+        }
         const int c0 = 4 * (2 * q + ln % 2), sr = ln / 2;
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
@@ -177,7 +188,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
 
     // Prologue: v of the first item's NW x 64 keys, its first steps' loads (attention_wg.cu).
     __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
-    pass_prologue<NW * 64, NT, BI>(V_of(0), value, cur.head_rows, cur.jblock0, gan, rowdot, maxima, rows_full,
+    pass_prologue<NW * 64, NT, BI>(V_of(0), V16_of(0), value, cur.head_rows, cur.jblock0, gan, rowdot, maxima, rows_full,
                                    [&](int i0) { load_rows(cur, i0); },
                                    [&](int i0, int slot) { load_p(cur, i0, slot); }, [&](int i0) { load_d(cur, i0); });
     stage_store(buf_s(0), 0, BI > kT);
@@ -218,7 +229,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
         // same every step of the item), and where its gS goes: gs row i0 +
         // perm(8 n + 2 t + e), column j0 + 16 q + g + 8 hh; OUT0: batch row 0's
         // gS also to the output, at the same rows and keys (all inside its 1024 columns).
-        const unsigned long long dV = tc::wg_desc(V_of(k) + w * SUB);
+        const unsigned long long dV = tc::wg_desc((F16 ? V16_of(k) : V_of(k)) + w * SUB);
         unsigned p_sh[4];
 #pragma unroll
         for (int a = 0; a < 4; ++a) p_sh[a] = P_TMA ? 4 * row_shift(cur.head_rows + a) : 0;
@@ -238,7 +249,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
             if (!P_TMA) tc::cp_async_wait<P_STAGES - 2>(); // this step's P and Pd (and older)
             if (MULTI && k > 0 && i0 == 0) { // this item's v, asked for in the last step: landed, then rounded
                 if (P_TMA) tc::cp_async_wait<0>();
-                round_v<NW * 64, NT>(V_of(k));
+                ready_v<NW * 64, NT>(V_of(k), V16_of(k));
                 tc::fence_async_shared();
             }
             block_bar(1); // this step's buffer (stored last step) is in place; slot step-1 and R are read
@@ -261,16 +272,9 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
             };
 
             if (cur.live) {
-                // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
+                // gPd^T = v_j gA_i^T over d.
                 float acc[16];
-#pragma unroll
-                for (int x = 0; x < 16; ++x) acc[x] = 0.f;
-                tc::wg_fence();
-#pragma unroll
-                for (int ks = 0; ks < 8; ++ks)
-                    tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * NW * SUB + 8 * (ks % 4)),
-                                          tc::wg_desc_at(dB, GA + (ks / 4) * BI * 32 + 8 * (ks % 4)));
-                tc::wg_commit();
+                issue_gpd<NW * SUB>(acc, dV, dB);
 
                 // While the tensor cores run: this step's P, Pd at this thread's (i, j),
                 // and the next step's row sums.

@@ -11,15 +11,16 @@ namespace rows_org {
 constexpr int BI = 64, HALF = 32;
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v_j [64 j][64 d]: two tiles of 32 d, rounded once
+//   V16   (F16) v_j [64 j][64 d] in fp16, one tile, converted from V once
 //   per warpgroup two step buffers (attention_wg.cu's GA, GAT, QT), each WG_BUF floats
 //   per warpgroup: a ring of P_STAGES (P, Pd) pairs of [32 i][LD_P]
 //   per warpgroup: R, the gA and q rows of the next step as the TMA brings
 //   them (four boxes of [32 i][32 d] in the 128-byte swizzle)
 //   barriers of 8 bytes: per warpgroup and ring slot (P_TMA), then one per warpgroup for R
-constexpr int OFF_V = 0, OFF_BUF = 2 * SUB;
+constexpr int OFF_V = 0, OFF_V16 = 2 * SUB, OFF_BUF = OFF_V16 + (F16 ? SUB : 0);
 constexpr int OFF_P = OFF_BUF + 4 * WG_BUF, OFF_R = OFF_P + 2 * P_STAGES * 2 * P_TILE, OFF_BAR = OFF_R + 2 * 4 * BOX,
               N_PBAR = P_TMA ? 2 * P_STAGES : 0, SMEM_FLOATS = OFF_BAR + 2 * (N_PBAR + 2);
-static_assert(OFF_R % 256 == 0, "the rows' boxes on 1024-byte boundaries (128-byte swizzle)");
+static_assert(OFF_R % 256 == 0 && OFF_BUF % 256 == 0, "swizzled tiles on 1024-byte boundaries (128-byte swizzle)");
 static_assert(OFF_P % 32 == 0, "TMA boxes on 128-byte boundaries");
 static_assert(SMEM_FLOATS * 4 + 1024 <= 227 * 1024, "shared memory");
 
@@ -94,6 +95,15 @@ __device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
     // From R (the rows of the step at i0) into step buffer B, rounded to TF32.
     // `last`: the step runs past T, and gA's rows there must be zeros.
     auto stage_store = [&](unsigned B, int i0, bool last) {
+        if constexpr (F16) { // two halves of 16 rows (attention_wg.cu's stage_f16)
+#pragma unroll
+            for (int hp = 0; hp < 2; ++hp) {
+                const int c = f16_stage_row(hp, lane);
+                const int r0 = i0 + HALF * w;
+                stage_f16(R_s, B, hp, q, lane, last && r0 + perm(c) >= kT, last && r0 + perm(c + 1) >= kT);
+            }
+            return;
+        }
 #pragma unroll
         for (int p = 0; p < 4; ++p) {
             const unsigned at = R_s + rd_off[p % 2] + 4 * BOX * (p / 2);
@@ -146,7 +156,8 @@ __device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
 
     // Prologue: v of the block's 64 keys, the first steps' loads (attention_wg.cu).
     __shared__ float maxima[3][8]; // GS_HALF: per warp the largest |gA_i|^2, |D_i|, |v_j|^2
-    pass_prologue<64, 256, BI>(V, value, head_rows, j0, gan, rowdot, maxima, rows_full, load_rows, load_p, load_d);
+    pass_prologue<64, 256, BI>(V, sm + OFF_V16, value, head_rows, j0, gan, rowdot, maxima, rows_full, load_rows, load_p,
+                               load_d);
     stage_store(wg_buf_s(0), 0, BI > kT);
     tc::fence_async_shared();
     __syncthreads(); // v is shared by both warpgroups
@@ -162,8 +173,8 @@ __device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
         if (tid == 0) gsinv[(i64)bh * NJ + jb] = tc::pow2(-e);
     }
 
-    // Descriptors of v_j and of this warpgroup's buffer 0; buffer 1 is WG_BUF floats on.
-    const unsigned long long dV = tc::wg_desc(V), dB0 = tc::wg_desc(wg_buf(0));
+    // Descriptors of v_j (F16: its fp16 tile) and of this warpgroup's buffer 0; buffer 1 is WG_BUF floats on.
+    const unsigned long long dV = tc::wg_desc(F16 ? sm + OFF_V16 : V), dB0 = tc::wg_desc(wg_buf(0));
     // Byte offsets in a ring slot of this thread's P at accumulator (n, x) for
     // x = e (x = e + 2 is 8 keys on): the same every step, as the shifts are
     // (i0 and 32 w are multiples of 4, and i0 T % 4 == 0).
@@ -190,16 +201,9 @@ __device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
         load_p(i0 + (P_STAGES - 1) * BI, (step + P_STAGES - 1) % P_STAGES);
         if (!P_TMA) tc::cp_async_commit(); // possibly empty: keeps the count of groups per step fixed
 
-        // gPd^T = v_j gA_i^T over d: 8 k steps of 8, two swizzled tiles of 32.
+        // gPd^T = v_j gA_i^T over d.
         float acc[16];
-#pragma unroll
-        for (int x = 0; x < 16; ++x) acc[x] = 0.f;
-        tc::wg_fence();
-#pragma unroll
-        for (int ks = 0; ks < 8; ++ks)
-            tc::wgmma_n32_tf32_ss(acc, tc::wg_desc_at(dV, (ks / 4) * SUB + 8 * (ks % 4)),
-                                  tc::wg_desc_at(dB, GA + (ks / 4) * HALF * 32 + 8 * (ks % 4)));
-        tc::wg_commit();
+        issue_gpd<SUB>(acc, dV, dB);
 
         // While the tensor cores run: this step's P, Pd at this thread's (i, j),
         // and the next step's row sums.

@@ -157,6 +157,29 @@ __device__ __forceinline__ void wgmma_n64_tf32(float (&d)[32], const unsigned (&
                  : TC_WG_ACC32(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
 }
+
+// fp16 operands, fp32 accumulation (k16: one instruction reads 32 bytes of
+// each K-major row, as k8 TF32 does).
+// d[16] += A (64 x 16, descriptor a) @ B (16 x 32, descriptor b), both K-major.
+__device__ __forceinline__ void wgmma_n32_f16_ss(float (&d)[16], unsigned long long a, unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {" TC_WG_REGS16 "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                 : TC_WG_ACC16(d)
+                 : "l"(a), "l"(b));
+}
+
+// d[32] += A (64 x 16 in registers: this warp's rows 16q..16q+15 as
+// mma.sync m16n8k16's A fragment, f16x2 words a0 (g, 2t..2t+1), a1 (g+8, 2t..),
+// a2 (g, 2t+8..), a3 (g+8, 2t+8..)) @ B (16 x 64, descriptor b, K-major).
+// That is the accumulator layout of an m64nN wgmma, two columns a word: 16
+// columns of one product's accumulators are the A of the next, as they stand.
+__device__ __forceinline__ void wgmma_n64_f16(float (&d)[32], const unsigned (&a)[4], unsigned long long b) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" TC_WG_REGS32 "}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : TC_WG_ACC32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+}
 #endif
 
 // ROWS x 32 floats of a row-major matrix (from row r0, column k0) into a

@@ -5,8 +5,9 @@
 // key block (WC, tiles att_wc and gq_red) and batch row 0's gS into
 // grad_edit_region_bias (OUT0, tile gq_red=2). Both organisations of the
 // blocks (att_kb 1 and 2), P by cp.async or the TMA, gS stored as computed or
-// rounded, T not a multiple of 4 or of 64, keys masked out. The
-// configurations are tests/CMakeLists.txt's.
+// rounded, the products on TF32 or (F16, tile att_f16) fp16 operands, T not a
+// multiple of 4 or of 64, keys masked out. The configurations are
+// tests/CMakeLists.txt's.
 #include "cuda_on_cpu.h"
 
 #include <cmath>
@@ -26,6 +27,7 @@ double uniform01() {
 }
 double uniform_pm1() { return 2 * uniform01() - 1; }
 double tf32(float x) { return __uint_as_float(tc::to_tf32(x) & 0xFFFFE000u); } // as the pass rounds its operands
+double f16(float x) { return tc::f16_value(tc::f16_bits(x)); }                     // or (F16) converts them
 
 // Largest |got - want| over the compared elements (NaN: infinite), and the largest |want|.
 struct err {
@@ -40,7 +42,8 @@ struct err {
 // P_TMA: the kernel takes P and Pd as tensor maps (else as pointers).
 template <int P_TMA, class Kernel>
 bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, int out0, int round, int gs_ld,
-               int items) {
+               int items, int half) {
+    double (*op)(float) = half ? f16 : tf32; // an operand as the tensor cores take it
     const int H = 16, NJ = (T + 63) / 64, BH = B * H;
     const float scale = 0.125f, dropout_p = 0.1f;
     std::vector<float> gA((size_t)B * T * 1024), rowdot((size_t)BH * T), q((size_t)BH * T * 64), v((size_t)BH * T * 64);
@@ -85,7 +88,7 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
             for (int i = 0; i < T; ++i)
                 for (int j = 0; j < T; ++j) {
                     double gpd = 0;
-                    for (int d = 0; d < 64; ++d) gpd += tf32(gA[((size_t)b * T + i) * 1024 + h * 64 + d]) * tf32(v[(bh * T + j) * 64 + d]);
+                    for (int d = 0; d < 64; ++d) gpd += op(gA[((size_t)b * T + i) * 1024 + h * 64 + d]) * op(v[(bh * T + j) * 64 + d]);
                     const size_t at = (bh * T + i) * T + j;
                     s[(size_t)i * T + j] = amask[(size_t)b * T + j] != 0.f ? Pd[at] * gpd - P[at] * rowdot[bh * T + i] : 0.0;
                 }
@@ -96,8 +99,8 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
                 for (int d = 0; d < 64; ++d) {
                     double gv = 0, gk = 0;
                     for (int i = 0; i < T; ++i) {
-                        gv += tf32(Pd[(bh * T + i) * T + j]) * tf32(gA[((size_t)b * T + i) * 1024 + h * 64 + d]);
-                        gk += s[(size_t)i * T + j] * tf32(q[(bh * T + i) * 64 + d]);
+                        gv += op(Pd[(bh * T + i) * T + j]) * op(gA[((size_t)b * T + i) * 1024 + h * 64 + d]);
+                        gk += s[(size_t)i * T + j] * op(q[(bh * T + i) * 64 + d]);
                     }
                     e_v.add(qkv[((size_t)b * T + j) * 3072 + 2048 + h * 64 + d], gv);
                     e_k.add(qkv[((size_t)b * T + j) * 3072 + 1024 + h * 64 + d], scale * gk);
@@ -121,14 +124,15 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
                         else outside += !std::isnan(o);
                     }
         }
-    // gS: fp32 from TF32 products (rounded to TF32 itself where stored so); the sums of T products: TF32's 1e-3.
+    // gS: fp32 from TF32 or fp16 products (rounded to TF32 itself where stored so); the sums of T products
+    // (gK's of gS itself in TF32 or fp16): their 11 bits' 1e-3.
     const double rel = round ? 3e-3 : 2e-3;
     const bool ok = e_gs.ok(rel) && e_v.ok(2e-3) && e_k.ok(3e-3) && (!wc || e_wc.ok(2e-3)) && (!out0 || e_out.ok(rel)) &&
                     outside == 0;
-    printf("%s %s: B=%d T=%d att_kb=%d items=%d P_TMA=%d WC=%d OUT0=%d GS_ROUND=%d: max abs err gS %.3g of %.3g, "
+    printf("%s %s: B=%d T=%d att_kb=%d items=%d P_TMA=%d WC=%d OUT0=%d GS_ROUND=%d F16=%d: max abs err gS %.3g of %.3g, "
            "gV %.3g of %.3g, gK %.3g of %.3g, within/cross %.3g of %.3g, row 0 in the output %.3g of %.3g, %ld written "
            "outside it\n",
-           ok ? "PASS" : "FAIL", name, B, T, kb, items, P_TMA, wc, out0, round, e_gs.worst, e_gs.top, e_v.worst, e_v.top,
+           ok ? "PASS" : "FAIL", name, B, T, kb, items, P_TMA, wc, out0, round, half, e_gs.worst, e_gs.top, e_v.worst, e_v.top,
            e_k.worst, e_k.top, e_wc.worst, e_wc.top, e_out.worst, e_out.top, outside);
     return ok;
 }
@@ -137,8 +141,8 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
 
 int main() {
     int failed = 0;
-#define PASS_CASE(kernel, B, T, KB, P_TMA, WC, OUT0, ROUND, GS_LD, ITEMS)                                              \
-    failed += !pass_case<P_TMA>(#kernel, kernel, B, T, KB, WC, OUT0, ROUND, GS_LD, ITEMS);
+#define PASS_CASE(kernel, B, T, KB, P_TMA, WC, OUT0, ROUND, GS_LD, ITEMS, F16)                                         \
+    failed += !pass_case<P_TMA>(#kernel, kernel, B, T, KB, WC, OUT0, ROUND, GS_LD, ITEMS, F16);
 #include "emu_pass_cases.inc"
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

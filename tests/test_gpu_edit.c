@@ -19,6 +19,7 @@
  * float reductions (gq_red=1, and 2 over batch row 0 stored by the pass),
  * a case past 2^31 elements in each [B, 16, T, T] tensor in both, fp16 with
  * every product on mma.sync (wg=0 tma=0; its default on sm_90 is wgmma), and
+ * fp16's attention pass on fp16 operands (att_f16=1) at awkward shapes, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -313,6 +314,22 @@ int main(void) {
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 129, 0.25, MASK0, "wg=0 tma=0"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 4, 640, 0.1, 0, "wg=0 tma=0"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 16, 691, 0.1, MASK0, "wg=0 tma=0"));
+    /* fp16's attention pass on fp16 operands (att_f16=1) in both block organisations and their mix: T = 1 and
+     * 17 (one step, key zeros, a warpgroup that only stages), p = 0 with biases, odd T with P by cp.async
+     * and by the TMA, items one after another (v's fp16 tiles double-buffered), T = 1000 and 1024 at B = 1
+     * (gS in place, the within/cross sums by the pass), batch row 0 into the output (gq_red=2) with gS
+     * rounded, and B = 16 at T = 691. */
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 1, 1, 0.1, 0, "att_f16=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 1, 17, 0.1, MASK0, "att_f16=1 att_kb=2"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 17, 0.0, MASK0 | BIASES, "att_f16=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 129, 0.25, MASK0, "att_f16=1 att_kb=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 129, 0.25, MASK0, "att_f16=1 att_kb=3 att_tma=0"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 70, 0.1, MASK0, "att_f16=1 att_kb=2 att_items=3"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 293, 0.1, 0, "att_f16=1 att_kb=2 att_tma=1 att_items=6"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 1, 1000, 0.1, MASK0, "att_f16=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 1, 1024, 0.1, 0, "att_f16=1 att_kb=3"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 1000, 0.1, MASK0, "att_f16=1 gq_red=2 gs_round=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 16, 691, 0.1, MASK0, "att_f16=1"));
     free(suite);
 
     attnbwd_ctx *ctx = NULL;

@@ -351,6 +351,7 @@ inline void wgmma_ss(float *d, unsigned long long a, unsigned long long b) {
 }
 inline void wgmma_n128_f16_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128, 16, smem_f16_at>(d, a, b); }
 inline void wgmma_n256_f16_ss(float (&d)[128], unsigned long long a, unsigned long long b) { wgmma_ss<256, 16, smem_f16_at>(d, a, b); }
+inline void wgmma_n32_f16_ss(float (&d)[16], unsigned long long a, unsigned long long b) { wgmma_ss<32, 16, smem_f16_at>(d, a, b); }
 inline void wgmma_n32_tf32_ss(float (&d)[16], unsigned long long a, unsigned long long b) { wgmma_ss<32, 8, tf32_smem_at>(d, a, b); }
 inline void wgmma_n64_tf32_ss(float (&d)[32], unsigned long long a, unsigned long long b) { wgmma_ss<64, 8, tf32_smem_at>(d, a, b); }
 inline void wgmma_n128_tf32_ss(float (&d)[64], unsigned long long a, unsigned long long b) { wgmma_ss<128, 8, tf32_smem_at>(d, a, b); }
@@ -418,6 +419,31 @@ template <int N> inline void wgmma_rs(float *d, const unsigned (&a)[4], unsigned
                 d[4 * j + 2 * e + x] += s;
             }
 }
+// m64nNk16 fp16 with A from registers: warp q's rows as mma.sync m16n8k16's
+// A fragment (f16x2 words a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..),
+// a3 (g+8, 2t+8..), the lower k in the low half), gathered from the warp's
+// lanes; B K-major through its descriptor.
+template <int N> inline void wgmma_rs_f16(float *d, const unsigned (&a)[4], unsigned long long b) {
+    if ((b >> 16 & 0x3FFF) != 1 || (b >> 32 & 0x3FFF) != 64 || (b >> 62) != 1) {
+        fprintf(stderr, "bad desc\n");
+        abort();
+    }
+    std::vector<unsigned> f[4];
+    for (int r = 0; r < 4; ++r) f[r] = emu_warp_values(0xffffffffu, a[r]);
+    const unsigned sb = (unsigned)(b & 0x3FFF) << 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    for (int j = 0; j < N / 8; ++j)
+        for (int e = 0; e < 2; ++e)
+            for (int x = 0; x < 2; ++x) {
+                const unsigned m = g + 8 * e, n = 8 * j + 2 * t + x;
+                float s = 0.f;
+                for (unsigned kk = 0; kk < 16; ++kk) {
+                    const unsigned word = f[m / 8 + 2 * (kk / 8)][(m % 8) * 4 + (kk % 8) / 2];
+                    s += f16_value((unsigned short)(word >> 16 * (kk % 2))) * smem_f16_at(swz(sb + n * 128 + kk * 2));
+                }
+                d[4 * j + 2 * e + x] += s;
+            }
+}
+inline void wgmma_n64_f16(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs_f16<64>(d, a, b); }
 inline void wgmma_n64_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<64>(d, a, b); }
 inline void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<128>(d, a, b); }
 } // namespace tc
@@ -434,6 +460,7 @@ inline void emu_bar_sync(int id, unsigned n) {
 namespace emu_pass {
 inline unsigned char *emu_shared(unsigned a) { return emu::this_block->smem + a; }
 inline void sts32(unsigned a, unsigned v) { memcpy(emu_shared(a), &v, 4); }
+inline void sts64(unsigned a, uint2 v) { memcpy(emu_shared(a), &v, 8); }
 inline void sts128(unsigned a, uint4 v) { memcpy(emu_shared(a), &v, 16); }
 inline float4 lds128(unsigned a) {
     float4 v;
