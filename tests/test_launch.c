@@ -112,6 +112,28 @@ static void expect_plan_launched(const attnbwd_kernel *k, int captured) {
     free(used);
 }
 
+/* The recorded launches in plan order, each lane's on a stream of its own:
+ * one stream a lane, no stream shared by two lanes. */
+static void expect_lanes_on_streams(const attnbwd_kernel *k) {
+    const kernel_plan *p = &k->plan;
+    void *lane_stream[PLAN_MAX_LANES] = {0};
+    int seen[PLAN_MAX_LANES] = {0};
+    for (int i = 0; i < p->n_launches; ++i) {
+        const fake_launch *l = fake.launch(i);
+        const int lane = p->launches[i].lane;
+        assert_non_null(l);
+        assert_string_equal(l->name, p->launches[i].name);
+        if (!seen[lane]) {
+            for (int other = 0; other < PLAN_MAX_LANES; ++other)
+                if (seen[other] && lane_stream[other] == l->stream)
+                    fail_msg("%s: lanes %d and %d on one stream", p->name, other, lane);
+            seen[lane] = 1;
+            lane_stream[lane] = l->stream;
+        }
+        if (l->stream != lane_stream[lane]) fail_msg("%s: lane %d on two streams (launch %d)", p->name, lane, i);
+    }
+}
+
 /* Each plan launched whole on its lanes: at a small odd T, at a public
  * workload with its tuning entry, past 2^31 elements of P (B*16*T^2), and
  * with the pair's K slices added across clusters. */
@@ -129,6 +151,7 @@ static void edit_plans_launch_whole(void **state) {
         if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK)
             fail_msg("B=%lld T=%lld: %s", (long long)cases[c].B, (long long)cases[c].T, attnbwd_last_error());
         expect_plan_launched(k, 0);
+        expect_lanes_on_streams(k);
         assert_true(fake.count("params") > 2 * k->plan.n_launches); /* the kernels' parameters found and read */
         assert_true(k->plan.n_lanes > 1);
         assert_true(fake.count("tensor_maps") > (cases[c].T > 1 ? 0 : -1));
@@ -165,6 +188,7 @@ static void launch_direct_then_graph(attnbwd_kernel *k) {
     fake.reset();
     if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s: %s", k->plan.tiles, attnbwd_last_error());
     expect_plan_launched(k, 0);
+    expect_lanes_on_streams(k);
     fake.reset();
     if (attnbwd_edit_attention_bwd(k, &a, NULL) != ATTNBWD_OK) fail_msg("%s: %s", k->plan.tiles, attnbwd_last_error());
     expect_plan_launched(k, 1);
@@ -204,6 +228,7 @@ static const struct {
     {2, 352, "wg=0"},         {2, 352, "pdl=2"},
     {2, 768, "side_start=2"}, {1, 373, "gs_direct=0"},
     {1, 373, "att_wc=1"},     {1, 1024, "att_wc=1"},
+    {2, 449, "bias_lane=3"},  {1, 373, "bias_lane=3"}, /* a fourth lane: bias_grads, or within_cross */
     {2, 352, "fused=0 wg=0 kv_split=0 p_stages=0 wg_att=0 wg_gq=0"},
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])
