@@ -42,15 +42,11 @@ function M.within_cross(f)
   f.p.kernel("within_cross", { H, 1, 1 }, { f.p.wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
 end
 
--- gs_store=1, after the pass: the within/cross sums, or the bias sums that
--- read gS back, on lane bias_lane: 1, behind that lane's kernels from the
--- inputs (transposes, grad_out_weight, grad_out_bias), or 3, a lane of their
--- own, so that they start as the pass signals. No later launch reads what
--- they write: the join of every lane at the call's end is all that waits
--- for them.
+-- gs_store=1, on lane 1 after the pass: the within/cross sums, or the bias
+-- sums that read gS back.
 function M.after_pass(f)
   local p = f.p
-  p.on(f.t.bias_lane)
+  p.on(1)
   p.wait("attention")
   if f.pass_wc then
     M.within_cross(f)

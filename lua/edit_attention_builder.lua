@@ -107,9 +107,8 @@ function M.new(shape, t)
       -- Each lane's stream: lane 0 (the chain) at the greatest priority (2),
       -- lane 1 the least (0); lane 2 (grad_qkv_weight, the last kernel on
       -- most small workloads) at lane_pri: above 0, its blocks go before the
-      -- bias sums'; lane 3 (the bias sums with bias_lane=3) the least, as on
-      -- lane 1.
-      lane_priority = { 2, 0, t.lane_pri, 0 },
+      -- bias sums'.
+      lane_priority = { 2, 0, t.lane_pri },
     }
   end
   return p

@@ -82,10 +82,6 @@ M.KEYS = {
   { name = "lane_pri", values = { 0, 1, 2 }, default = 0,
     doc = "lane 2's priority, grad_qkv_weight's: level with lane 1, halfway, the greatest", kernels = {},
     explore = { 0, 1, 2 } },
-  { name = "bias_lane", values = { 1, 3 }, default = 1,
-    doc = "the edit-bias sums after the pass, where gs_store=1: on lane 1 behind its kernels from the inputs, or "
-          .. "on lane 3 of their own, starting as the pass ends",
-    kernels = { "bias_grads", "bias_final", "within_cross" }, explore = { 3 } },
   { name = "gq_bn", values = { 64, 128 },
     default = function(shape) -- 64 where 128 would give fewer blocks than two an SM
       return ceil_div(shape.seq_len, 128) * shape.batch * H < 2 * SMS and 64 or 128

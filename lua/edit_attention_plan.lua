@@ -62,13 +62,11 @@ local function render_common(f)
   end
 end
 
--- Three lanes (four with bias_lane=3). Lane 0 (the stream of greatest
--- priority) is the chain every output waits on: gA, the attention pass, gQ,
--- grad_hidden. What needs only the inputs (grad_out_weight, grad_out_bias,
--- the transposed weights) runs on lanes 1 and 2 beside it, and what needs
--- only gS or grad_qkv (the bias sums, grad_qkv_weight, grad_qkv_bias)
--- beside the rest of the chain, the bias sums on lane 1 after its products
--- or on lane 3 alone (lua/edit_attention_bias.lua's after_pass). Most
+-- Three lanes. Lane 0 (the stream of greatest priority) is the chain
+-- every output waits on: gA, the attention pass, gQ, grad_hidden. What needs only the
+-- inputs (grad_out_weight, grad_out_bias, the transposed weights) runs on
+-- lanes 1 and 2 beside it, and what needs only gS or grad_qkv (the bias
+-- sums, grad_qkv_weight, grad_qkv_bias) beside the rest of the chain. Most
 -- of these kernels fill a fraction of the GPU on small shapes; side by side
 -- they fill it together. Launches are issued in the order the chain needs.
 -- This part: gA on the chain, and on the side lanes what needs only the inputs.

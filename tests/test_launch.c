@@ -228,7 +228,6 @@ static const struct {
     {2, 352, "wg=0"},         {2, 352, "pdl=2"},
     {2, 768, "side_start=2"}, {1, 373, "gs_direct=0"},
     {1, 373, "att_wc=1"},     {1, 1024, "att_wc=1"},
-    {2, 449, "bias_lane=3"},  {1, 373, "bias_lane=3"}, /* a fourth lane: bias_grads, or within_cross */
     {2, 352, "fused=0 wg=0 kv_split=0 p_stages=0 wg_att=0 wg_gq=0"},
 };
 #define N_VARIANTS (sizeof variants / sizeof variants[0])

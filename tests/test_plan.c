@@ -238,8 +238,7 @@ static void check_lanes(const kernel_plan *p) {
                 }
     }
     if (strstr(p->tiles, "fused=1")) {
-        /* bias_lane=3: the bias sums after the pass (gs_store=1) on a fourth lane */
-        assert_int_equal(p->n_lanes, strstr(p->tiles, "bias_lane=3") && strstr(p->tiles, "gs_store=1") ? 4 : 3);
+        assert_int_equal(p->n_lanes, 3);
         assert_true(side >= 4 && p->n_launches - side >= 4);
     } else {
         assert_int_equal(p->n_lanes, 1);
@@ -1325,110 +1324,6 @@ static void deterministic_plans(void **state) {
     gen_close(g);
 }
 
-/* The launches that make the edit-bias sums after the pass (gs_store=1). */
-static int is_bias_sum(const plan_launch *x) {
-    return ends_with(x->name, "_bias_grads") || ends_with(x->name, "_bias_final") ||
-           ends_with(x->name, "_within_cross");
-}
-
-/* bias_lane=3: the edit-bias sums after the pass (bias_grads and bias_final,
- * or within_cross) on lane 3 of their own, at the least priority, and the
- * plan otherwise bias_lane=1's, which is the default: the same launches in
- * the same order with the same arguments, lanes, waits, signals and pdl, the
- * source the same but for its tiles line. Lane 3's first launch waits for the
- * pass's signal (and for bias_zero_rows' where it does on lane 1), so it
- * comes after the pass but no longer after lane 1's grad_out_weight. With
- * gs_store=0 the pass makes the sums: no lane 3. */
-static void bias_lane_plans(void **state) {
-    (void)state;
-    gen_state *g = open_gen();
-    const struct {
-        int64_t B, T;
-        const char *tiles;
-    } cases[] = {
-        {64, 128, ""},          /* bias_grads also waits for bias_zero_rows (zero_early) */
-        {2, 449, ""},           /* the sums behind lane 1's products on an H100 timeline */
-        {2, 1024, ""},          /* T = 1024: no rows zeroed early */
-        {1, 373, ""},           /* att_wc=1: within_cross */
-        {1, 373, "att_wc=0"},   /* bias_grads reading gS in place (gs_direct) */
-        {2, 352, "gq_red=1"},   /* within_cross; gQ waits for the output zeroed on lane 2 */
-        {2, 352, "gs_half=1"},  /* gS in fp16 with its inverse scales */
-        {2, 352, "pair_kv=1"},  /* lane 2 also waits for the pass */
-        {2, 352, "wg=0"},       /* mma.sync everywhere */
-        {2, 352, "gs_store=0"}, /* the sums inside the pass */
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
-        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, cases[c].B, 16, cases[c].T, 1, 0};
-        char t1[96], t3[96];
-        snprintf(t1, sizeof t1, "%s bias_lane=1", cases[c].tiles);
-        snprintf(t3, sizeof t3, "%s bias_lane=3", cases[c].tiles);
-        kernel_plan d, p, q;
-        assert_int_equal(gen_plan(g, &s, "sm_90", cases[c].tiles, &d), ATTNBWD_OK);
-        if (gen_plan(g, &s, "sm_90", t1, &p) != ATTNBWD_OK) fail_msg("%s: %s", t1, attnbwd_last_error());
-        if (gen_plan(g, &s, "sm_90", t3, &q) != ATTNBWD_OK) fail_msg("%s: %s", t3, attnbwd_last_error());
-        assert_int_equal(tile(d.tiles, "bias_lane"), 1);
-        assert_string_equal(d.tiles, p.tiles);
-        check_lanes(&q);
-        check_pdl(&q);
-        check_bias_rows(&q, &s);
-        const int own = strstr(q.tiles, "gs_store=1") != NULL;
-        assert_int_equal(p.n_lanes, 3);
-        assert_int_equal(q.n_lanes, own ? 4 : 3);
-        assert_int_equal(q.lane_priority[1], 0);
-        assert_int_equal(q.lane_priority[3], 0);
-        assert_string_equal(strchr(p.source, '\n'), strchr(q.source, '\n'));
-        assert_int_equal(q.n_launches, p.n_launches);
-        assert_int_equal(q.n_events, p.n_events);
-        assert_int_equal(q.workspace_bytes, p.workspace_bytes);
-        assert_int_equal(q.unordered_outputs, p.unordered_outputs);
-        int pass = -1, gow = -1, first = -1, moved = 0;
-        for (int l = 0; l < p.n_launches; ++l) {
-            const plan_launch *x = &p.launches[l], *y = &q.launches[l];
-            assert_string_equal(y->name, x->name);
-            assert_memory_equal(y->grid, x->grid, sizeof x->grid);
-            assert_int_equal(y->n_args, x->n_args);
-            for (int a = 0; a < x->n_args; ++a) assert_string_equal(y->args[a], x->args[a]);
-            assert_int_equal(y->signal, x->signal);
-            assert_int_equal(y->n_waits, x->n_waits);
-            assert_memory_equal(y->waits, x->waits, sizeof x->waits);
-            assert_int_equal(y->pdl, x->pdl);
-            if (ends_with(x->name, "_attention") || ends_with(x->name, "_attention_wg")) pass = l;
-            if (ends_with(x->name, "_grad_out_weight")) gow = l;
-            if (own && pass >= 0 && is_bias_sum(x)) {
-                assert_int_equal(x->lane, 1);
-                assert_int_equal(y->lane, 3);
-                first = first < 0 ? l : first;
-                moved++;
-            } else {
-                assert_int_equal(y->lane, x->lane);
-            }
-        }
-        if (own) {
-            assert_true(moved >= 1 && moved <= 2 && pass >= 0 && gow >= 0 && p.launches[gow].lane == 1);
-            uint64_t bp[64], bq[64];
-            happens_before(&p, bp);
-            happens_before(&q, bq);
-            const plan_launch *y = &q.launches[first];
-            int on_pass = 0;
-            for (int w = 0; w < y->n_waits; ++w) on_pass |= y->waits[w] == q.launches[pass].signal;
-            assert_true(on_pass && !y->pdl);
-            assert_true(bq[first] >> pass & 1);
-            assert_true(bp[first] >> gow & 1);
-            assert_false(bq[first] >> gow & 1);
-        } else {
-            assert_int_equal(moved, 0);
-        }
-        kernel_plan_free(&d);
-        kernel_plan_free(&p);
-        kernel_plan_free(&q);
-    }
-    kernel_plan p;
-    assert_int_equal(gen_plan(g, &(attnbwd_shape){ATTNBWD_EDIT_ATTENTION_BWD, 2, 16, 449, 1, 0}, "sm_90",
-                              "bias_lane=2", &p), ATTNBWD_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(attnbwd_last_error(), "bias_lane must be 1 or 3"));
-    gen_close(g);
-}
-
 /* side_start=2: where gA's B is transposed first on lane 0 (wgmma gA), the
  * side lanes wait for that transpose (check_lanes); where gA reads
  * out_weight as it is (mma.sync at small B*T), the plan is side_start=0's. */
@@ -1879,7 +1774,6 @@ int main(void) {
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(ga_row_dots_plans),
         cmocka_unit_test(side_start2_plans),
-        cmocka_unit_test(bias_lane_plans),
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(deterministic_plans),
         cmocka_unit_test(pair_dsm_plans),
