@@ -1,8 +1,8 @@
 -- attnbwd lua bench/fp16_time.lua [SUITE]: problem 2 in TF32 (the default
 -- precision), in fp16 with gQ and the attention pass on mma.sync
 -- ("wg_att=0 wg_gq=0 pair=0"), and in fp16 with the heuristic's tiles (on
--- sm_90: the TMA-fed fp16 projection products, gQ and the pass on TF32's
--- wgmma), us, cold L2, median of 50; the two fp16 choices timed in turn on
+-- sm_90: the TMA-fed fp16 projection products, gQ on TF32's wgmma, the pass
+-- on fp16's), us, cold L2, median of 50; the two fp16 choices timed in turn on
 -- the same inputs (attnbwd.time_tiles), and the fp16 default's slowest kernel
 -- timed alone. GPU only.
 local attnbwd = require "attnbwd"

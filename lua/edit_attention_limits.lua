@@ -69,7 +69,7 @@ end
 -- wg_att = 1 takes effect where the wgmma pass applies (the products on
 -- wgmma, which validation allows in TF32 and fp16 only; gS stored, 64 keys
 -- per block, a ring of two P tiles); elsewhere the mma.sync pass runs. The
--- wgmma pass's products are TF32's in either precision.
+-- wgmma pass's products are TF32's, or fp16's where att_f16_on says.
 function M.att_on_wg(t)
   return t.wg_att == 1 and t.wg == 1 and t.gs_store == 1 and t.bj == 64 and t.p_stages == 2
 end

@@ -925,8 +925,10 @@ static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1
  * the fp16 TMA-fed wgmma path (templates/gemm_tma.cu, sm_90a), every B
  * transposed into fp16 with its K padded to a multiple of 8 and its tensor
  * map counting pairs of halves, and no projection product on TF32's wgmma;
- * gQ and the attention pass run on TF32's wgmma kernels, as in TF32
- * (wg_gq=0 wg_att=0 keep them on mma.sync); wg=0 keeps fp16 on mma.sync.
+ * gQ runs on TF32's wgmma kernel, as in TF32, and the attention pass on
+ * wgmma with fp16 operands (att_f16; TF32's products with att_f16=0 or
+ * gs_half=1, which reads v in fp32) (wg_gq=0 wg_att=0 keep them on
+ * mma.sync); wg=0 keeps fp16 on mma.sync.
  * fp32 keeps mma.sync and refuses wg=1. */
 static void fp16_wgmma_plans(void **state) {
     (void)state;
@@ -950,7 +952,24 @@ static void fp16_wgmma_plans(void **state) {
         int pass_on_wg = 0;
         for (int l = 0; l < p.n_launches; ++l) pass_on_wg += ends_with(p.launches[l].name, "_attention_wg");
         assert_int_equal(pass_on_wg, 1);
+        assert_int_equal(tile(p.tiles, "att_f16"), 1);
+        assert_non_null(strstr(p.source, "constexpr bool F16 = 1;"));
         kernel_plan_free(&p);
+        const char *tf32_pass[] = {"att_f16=0", "gs_half=1"};
+        for (int v = 0; v < 2; ++v) {
+            assert_int_equal(gen_plan(g, &s, "sm_90", tf32_pass[v], &p), ATTNBWD_OK);
+            assert_non_null(strstr(p.source, "constexpr bool F16 = 0;"));
+            kernel_plan_free(&p);
+        }
+        /* TF32 keeps TF32's products in its pass, and refuses none: att_f16=1 has no effect there. */
+        attnbwd_shape st = s;
+        st.precision = ATTNBWD_PRECISION_TF32;
+        for (int v = 0; v < 2; ++v) {
+            assert_int_equal(gen_plan(g, &st, "sm_90", v ? "att_f16=1" : NULL, &p), ATTNBWD_OK);
+            assert_int_equal(tile(p.tiles, "att_f16"), v);
+            assert_non_null(strstr(p.source, "constexpr bool F16 = 0;"));
+            kernel_plan_free(&p);
+        }
         /* With gQ and the pass on mma.sync and no pair: no TF32 wgmma in the plan, each product chosen alone. */
         assert_int_equal(gen_plan(g, &s, "sm_90", "wg_att=0 wg_gq=0 pair=0", &p), ATTNBWD_OK);
         /* At B * T = 1 the model rates mma.sync faster for all four: each TMA-fed product would first
