@@ -7,6 +7,7 @@
 
 #include "check.h"
 #include "cli.h"
+#include "precision_args.h"
 #include "suite.h"
 
 void cmd_check_usage(FILE *out)
@@ -23,9 +24,11 @@ void cmd_check_usage(FILE *out)
                  "                    cold L2, GB/s over the floor bytes, and the fraction of the\n"
                  "                    floor time reached at --copy-gbps\n"
                  "  --iters N         timed launches per case (default 50)\n"
-                 "  --copy-gbps X     copy bandwidth of the floor, GB/s (default 4220, an H200)\n\n"
-                 "example:\n"
-                 "  attnbwd check --time sol066_workload\n\n");
+                 "  --copy-gbps X     copy bandwidth of the floor, GB/s (default 4220, an H200)\n"
+                 CLI_PRECISION_HELP "\n"
+                 "examples:\n"
+                 "  attnbwd check --time sol066_workload\n"
+                 "  attnbwd check --precision fp16 sol072_workload\n\n");
     fprintf(out, "%s", CLI_COMMON_HELP);
 }
 
@@ -38,6 +41,7 @@ typedef struct check_args {
     double copy_gbps;
     int n_suites;
     char **suites; /* points into argv */
+    cli_precisions precisions;
 } check_args;
 
 /* Parses the value of one of the value options; 0: argv[*i] is not one. */
@@ -58,6 +62,9 @@ static int take_check_value(check_args *a, int argc, char **argv, int *i, int *r
             a->iters = (int)v;
         else
             *rc = r < 0 ? CLI_USAGE : cli_usage_error("check", "%s", err);
+    } else if ((r = cli_opt_value("check", argc, argv, i, "--precision", &val)) != 0) {
+        if (r < 0 || cli_precisions_add(&a->precisions, "check", val) != CLI_OK)
+            *rc = CLI_USAGE;
     } else if ((r = cli_opt_value("check", argc, argv, i, "--copy-gbps", &val)) != 0) {
         if (r < 0)
             *rc = CLI_USAGE;
@@ -100,7 +107,7 @@ static int load_cases(const check_args *a, suite_case **cases, size_t *n)
         if (s != ATTNBWD_OK)
             return cli_lib_error(s);
     }
-    return CLI_OK;
+    return cli_precisions_apply(&a->precisions, "check", cases, n);
 }
 
 /* Times a passing case and appends the timing columns; 0 or -1 on error. */

@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "gpu_args.h"
+#include "precision_args.h"
 #include "suite.h"
 
 void cmd_prewarm_usage(FILE *out)
@@ -24,9 +25,10 @@ void cmd_prewarm_usage(FILE *out)
                  "for. Exits 1 when any kernel failed, listing why.\n\n"
                  "options:\n"
                  "  --threads N   compile with N threads (default 0: one per online core)\n"
-                 CLI_GPU_HELP "\n"
-                 "example:\n"
-                 "  attnbwd prewarm --gpu h100,h200 sol066_workload sol072_workload\n\n");
+                 CLI_GPU_HELP CLI_PRECISION_HELP "\n"
+                 "examples:\n"
+                 "  attnbwd prewarm --gpu h100,h200 sol066_workload sol072_workload\n"
+                 "  attnbwd prewarm --precision tf32,fp16 sol072_workload\n\n");
     fprintf(out, "%s", CLI_COMMON_HELP);
 }
 
@@ -35,6 +37,7 @@ typedef struct prewarm_args {
     int n_suites;
     char **suites; /* points into argv */
     cli_gpus gpus;
+    cli_precisions precisions;
 } prewarm_args;
 
 static int parse_prewarm_args(prewarm_args *a, int argc, char **argv)
@@ -49,6 +52,11 @@ static int parse_prewarm_args(prewarm_args *a, int argc, char **argv)
         if (r == 0 && !dashdash) {
             r = cli_opt_value("prewarm", argc, argv, &i, "--gpu", &val);
             if (r < 0 || (r > 0 && cli_gpus_add(&a->gpus, "prewarm", val) != CLI_OK))
+                return CLI_USAGE;
+            if (r > 0)
+                continue;
+            r = cli_opt_value("prewarm", argc, argv, &i, "--precision", &val);
+            if (r < 0 || (r > 0 && cli_precisions_add(&a->precisions, "prewarm", val) != CLI_OK))
                 return CLI_USAGE;
             if (r > 0)
                 continue;
@@ -89,6 +97,10 @@ static int collect_shapes(const prewarm_args *a, attnbwd_shape **out, size_t *n_
             free(cases);
             return cli_lib_error(s);
         }
+    }
+    if (cli_precisions_apply(&a->precisions, "prewarm", &cases, &n) != CLI_OK) {
+        free(cases);
+        return CLI_FAIL;
     }
     attnbwd_shape *shapes = calloc(n ? n : 1, sizeof *shapes);
     if (!shapes) {

@@ -122,8 +122,8 @@ typedef enum attnbwd_precision {
     ATTNBWD_PRECISION_TF32 = 0, /* tensor cores on TF32 operands (default), rounded to nearest; on sm_90 the
                                    A of grad_hidden_states (grad_qkv) is truncated by the tensor cores instead */
     ATTNBWD_PRECISION_FP32 = 1, /* exact fp32 FMA, no tensor cores */
-    ATTNBWD_PRECISION_FP16 = 2  /* tensor cores on fp16 operands; on sm_90 the attention pass's products and
-                                   gQ's stay TF32 (the pass on wgmma is TF32's), the projection products fp16 */
+    ATTNBWD_PRECISION_FP16 = 2  /* tensor cores on fp16 operands (inputs, gA and gS must fit fp16's range);
+                                   on sm_90 gQ's product stays TF32 */
 } attnbwd_precision;
 
 /* Everything that changes the generated code. Unused fields must be 0. */

@@ -456,6 +456,46 @@ static const char *write_file(const char *dir, const char *name, const char *tex
     return buf;
 }
 
+/* prewarm --precision: each problem-2 case once in each precision listed
+ * (its kernels then found in the cache by a prewarm of one of them, or by
+ * one without the option in the suite's tf32), and a name that is none of
+ * the three, or one given twice, a usage error naming the option (check's
+ * too). */
+static void test_prewarm_precision(void **state)
+{
+    (void)state;
+    char *dir = make_temp_dir(), suite[4200];
+    write_file(dir, "one.jsonl", "{\"axes\": {\"batch_size\": 1, \"seq_len\": 17}, "
+                                 "\"tolerance\": {\"max_atol\": 0.05, \"max_rtol\": 1e-5}}\n", suite, sizeof suite);
+    const char *both[] = {"prewarm", "--arch", "sm_90", "--cache-dir", dir, "--precision", "tf32,fp16", suite, NULL};
+    run_result r = run_expect(both, 0, "prewarm --precision tf32,fp16");
+    assert_int_equal(count_before(r.out, " compiled"), 2);
+    assert_contains(r.err, "T=17 p fp16");
+    free_result(&r);
+    const char *fp16[] = {"prewarm", "--arch", "sm_90", "--cache-dir", dir, "--precision=fp16", suite, NULL};
+    const char *plain[] = {"prewarm", "--arch", "sm_90", "--cache-dir", dir, suite, NULL};
+    const char *const *again[] = {fp16, plain};
+    for (int i = 0; i < 2; i++) {
+        r = run_expect(again[i], 0, "prewarm of one precision");
+        assert_int_equal(count_before(r.out, " compiled"), 0);
+        assert_int_equal(count_before(r.out, " from the disk cache"), 1);
+        free_result(&r);
+    }
+    const char *bad[] = {"bf16", "fp16,fp16", "tf32,", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *pre[] = {"prewarm", "--arch", "sm_90", "--cache-dir", dir, "--precision", bad[i], suite, NULL};
+        const char *chk[] = {"check", "--precision", bad[i], suite, NULL};
+        const char *const *forms[] = {pre, chk};
+        for (int f = 0; f < 2; f++) {
+            r = run_expect(forms[f], 2, bad[i]);
+            assert_contains(r.err, "--precision");
+            free_result(&r);
+        }
+    }
+    remove_tree(dir);
+    free(dir);
+}
+
 /* The text of the file at path (up to cap - 1 bytes) into buf. */
 static char *read_text(const char *path, char *buf, size_t cap)
 {
@@ -709,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_info),
         cmocka_unit_test(test_check_without_gpu),
         cmocka_unit_test(test_prewarm_disk_cache),
+        cmocka_unit_test(test_prewarm_precision),
         cmocka_unit_test(test_lua_script),
         cmocka_unit_test(test_ab_entries),
         cmocka_unit_test(test_merge_tuning),
