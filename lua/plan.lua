@@ -12,7 +12,10 @@ local problems = {
 
 local M = {}
 
--- Tuning tables: { gpu = "NVIDIA H200", entries = { [key] = "tiles" } }. The
+-- Tuning tables: { gpu = "NVIDIA H200", entries = { [key] = "tiles" },
+-- fp16_too = { ["B=2 H=16 T=352 dropout=1"] = note, ... } }, fp16_too
+-- optional: the problem-2 shapes where fp16 (precision=2) takes the table's
+-- TF32 entry (precision=0), which beat fp16's own tiles there. The
 -- user's (the cache folder's tuning.lua) applies on the GPU model it names
 -- and wins over the shipped one; which shipped table (lua/tuning_h200.lua,
 -- lua/tuning_h100.lua) a model gets, if any, the library decides by its
@@ -52,8 +55,17 @@ end
 -- override depends on: the disk cache keys kernels by it.
 function M.tuned(shape)
   local key = M.tuning_key(shape)
+  local fp16 = shape.problem == "edit_attention_bwd" and shape.precision == 2
+  local short = fp16 and string.format("B=%d H=%d T=%d dropout=%d", shape.batch, shape.heads, shape.seq_len,
+                                       shape.dropout)
   for _, t in ipairs(tuning.tables) do
-    if type(t.entries) == "table" and type(t.entries[key]) == "string" then return t.entries[key] end
+    if type(t.entries) == "table" then
+      if type(t.entries[key]) == "string" then return t.entries[key] end
+      if fp16 and type(t.fp16_too) == "table" and t.fp16_too[short] ~= nil then
+        local tf32 = t.entries[key:gsub("precision=2$", "precision=0")]
+        if type(tf32) == "string" then return tf32 end
+      end
+    end
   end
 end
 local tuned = M.tuned
