@@ -397,10 +397,13 @@ inline float __shfl_sync(unsigned mask, float v, int src_lane) {
 }
 
 namespace tc {
-// m64nNk8 with A from registers: warp q's rows 16q..16q+15 of A as mma.sync
-// m16n8k8's A fragment (a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4),
-// TF32 bits), gathered from the warp's lanes; B K-major through its descriptor.
-template <int N> inline void wgmma_rs(float *d, const unsigned (&a)[4], unsigned long long b) {
+// m64nNk8 TF32 or (F16) m64nNk16 fp16 with A from registers: warp q's rows
+// 16q..16q+15 of A as mma.sync's A fragment, gathered from the warp's lanes:
+// TF32 (m16n8k8) a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4), one k a
+// word; fp16 (m16n8k16) f16x2 words a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g,
+// 2t+8..), a3 (g+8, 2t+8..), the lower k in the low half. B K-major through
+// its descriptor.
+template <int N, bool F16> inline void wgmma_rs(float *d, const unsigned (&a)[4], unsigned long long b) {
     if ((b >> 16 & 0x3FFF) != 1 || (b >> 32 & 0x3FFF) != 64 || (b >> 62) != 1) {
         fprintf(stderr, "bad desc\n");
         abort();
@@ -408,44 +411,24 @@ template <int N> inline void wgmma_rs(float *d, const unsigned (&a)[4], unsigned
     std::vector<unsigned> f[4];
     for (int r = 0; r < 4; ++r) f[r] = emu_warp_values(0xffffffffu, a[r]);
     const unsigned sb = (unsigned)(b & 0x3FFF) << 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    constexpr unsigned K = F16 ? 16 : 8, HALF_K = K / 2, PER_WORD = F16 ? 2 : 1;
     for (int j = 0; j < N / 8; ++j)
         for (int e = 0; e < 2; ++e)
             for (int x = 0; x < 2; ++x) {
                 const unsigned m = g + 8 * e, n = 8 * j + 2 * t + x;
                 float s = 0.f;
-                for (unsigned kk = 0; kk < 8; ++kk)
-                    s += tf32_in(__uint_as_float(f[m / 8 + 2 * (kk / 4)][(m % 8) * 4 + kk % 4])) *
-                         tf32_in(smem_at(swz(sb + n * 128 + kk * 4)));
-                d[4 * j + 2 * e + x] += s;
-            }
-}
-// m64nNk16 fp16 with A from registers: warp q's rows as mma.sync m16n8k16's
-// A fragment (f16x2 words a0 (g, 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..),
-// a3 (g+8, 2t+8..), the lower k in the low half), gathered from the warp's
-// lanes; B K-major through its descriptor.
-template <int N> inline void wgmma_rs_f16(float *d, const unsigned (&a)[4], unsigned long long b) {
-    if ((b >> 16 & 0x3FFF) != 1 || (b >> 32 & 0x3FFF) != 64 || (b >> 62) != 1) {
-        fprintf(stderr, "bad desc\n");
-        abort();
-    }
-    std::vector<unsigned> f[4];
-    for (int r = 0; r < 4; ++r) f[r] = emu_warp_values(0xffffffffu, a[r]);
-    const unsigned sb = (unsigned)(b & 0x3FFF) << 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    for (int j = 0; j < N / 8; ++j)
-        for (int e = 0; e < 2; ++e)
-            for (int x = 0; x < 2; ++x) {
-                const unsigned m = g + 8 * e, n = 8 * j + 2 * t + x;
-                float s = 0.f;
-                for (unsigned kk = 0; kk < 16; ++kk) {
-                    const unsigned word = f[m / 8 + 2 * (kk / 8)][(m % 8) * 4 + (kk % 8) / 2];
-                    s += f16_value((unsigned short)(word >> 16 * (kk % 2))) * smem_f16_at(swz(sb + n * 128 + kk * 2));
+                for (unsigned kk = 0; kk < K; ++kk) {
+                    const unsigned word = f[m / 8 + 2 * (kk / HALF_K)][(m % 8) * 4 + (kk % HALF_K) / PER_WORD];
+                    const unsigned at = swz(sb + n * 128 + kk * (4 / PER_WORD));
+                    s += F16 ? f16_value((unsigned short)(word >> 16 * (kk % 2))) * smem_f16_at(at)
+                             : tf32_in(__uint_as_float(word)) * tf32_smem_at(at);
                 }
                 d[4 * j + 2 * e + x] += s;
             }
 }
-inline void wgmma_n64_f16(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs_f16<64>(d, a, b); }
-inline void wgmma_n64_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<64>(d, a, b); }
-inline void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<128>(d, a, b); }
+inline void wgmma_n64_tf32(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<64, false>(d, a, b); }
+inline void wgmma_n128_tf32(float (&d)[64], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<128, false>(d, a, b); }
+inline void wgmma_n64_f16(float (&d)[32], const unsigned (&a)[4], unsigned long long b) { wgmma_rs<64, true>(d, a, b); }
 } // namespace tc
 
 // bar.sync with a barrier id known at run time: the first n threads at barrier id go on together.
