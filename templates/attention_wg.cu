@@ -1,6 +1,7 @@
-// The attention pass on Hopper's warpgroup tensor cores (wgmma, sm_90a, TF32;
-// tile wg_att=1): the sums of attention_fused.cu with STORE_GS, for one (B, T),
-// each element of attention_probs and attention_probs_dropped read once.
+// The attention pass on Hopper's warpgroup tensor cores (wgmma, sm_90a, TF32,
+// or fp16 operands with F16; tile wg_att=1): the sums of attention_fused.cu
+// with STORE_GS, for one (B, T), each element of attention_probs and
+// attention_probs_dropped read once.
 //
 // TF32 wgmma reads shared memory only K-major, and P, Pd are stored with the
 // keys j contiguous. So the pass runs transposed, with the keys as rows:

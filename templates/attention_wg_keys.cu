@@ -119,7 +119,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
     // makes the transposed stores below conflict-free. The thread's offsets
     // are made again each step from an opaque copy of its lane, which keeps
     // them out of the registers the step's products need.
-    // From R (the rows of the step at i0) into step buffer B, rounded to TF32.
+    // From R (the rows of the step at i0) into step buffer B, rounded to TF32 (F16: in fp16).
     // `last`: the step runs past T, and gA's rows there must be zeros.
     auto stage_store = [&](unsigned B, int i0, bool last) {
         int ln;

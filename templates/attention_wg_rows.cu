@@ -92,7 +92,7 @@ __device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
     for (int pp = 0; pp < 2; ++pp)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st_gat[pp][e] = 4 * (GAT + sw(4 * sc4 + e, ipos(sr + 16 * pp)));
-    // From R (the rows of the step at i0) into step buffer B, rounded to TF32.
+    // From R (the rows of the step at i0) into step buffer B, rounded to TF32 (F16: in fp16).
     // `last`: the step runs past T, and gA's rows there must be zeros.
     auto stage_store = [&](unsigned B, int i0, bool last) {
         if constexpr (F16) { // two halves of 16 rows (attention_wg.cu's stage_f16)
