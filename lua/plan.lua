@@ -55,13 +55,11 @@ end
 -- override depends on: the disk cache keys kernels by it.
 function M.tuned(shape)
   local key = M.tuning_key(shape)
-  local fp16 = shape.problem == "edit_attention_bwd" and shape.precision == 2
-  local short = fp16 and string.format("B=%d H=%d T=%d dropout=%d", shape.batch, shape.heads, shape.seq_len,
-                                       shape.dropout)
+  local short = key:match("^edit_attention_bwd (.*) precision=2$") -- fp16_too's key of an fp16 shape
   for _, t in ipairs(tuning.tables) do
     if type(t.entries) == "table" then
       if type(t.entries[key]) == "string" then return t.entries[key] end
-      if fp16 and type(t.fp16_too) == "table" and t.fp16_too[short] ~= nil then
+      if short and type(t.fp16_too) == "table" and t.fp16_too[short] ~= nil then
         local tf32 = t.entries[key:gsub("precision=2$", "precision=0")]
         if type(tf32) == "string" then return tf32 end
       end
