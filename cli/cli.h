@@ -284,18 +284,20 @@ static inline attnbwd_problem cli_parse_problem(const char *name)
 
 static inline const char *cli_problem_name(attnbwd_problem p) { return check_problem_name(p); }
 
+/* Problem 2's name of an attnbwd_precision, as --precision takes it. */
+static inline const char *cli_precision_name(int p)
+{
+    return p == ATTNBWD_PRECISION_FP16 ? "fp16" : p == ATTNBWD_PRECISION_FP32 ? "fp32" : "tf32";
+}
+
 /* A short description of a shape: "B=2 H=16 T=541 p" (p: dropout on);
  * problem 2 is prefixed with "edit ", and followed by its precision where
  * that is not the default tf32 ("edit B=1 H=16 T=17 p fp16"). */
 static inline void cli_format_shape(const attnbwd_shape *s, char *buf, size_t len)
 {
-    const int edit = s->problem == ATTNBWD_EDIT_ATTENTION_BWD;
-    const char *precision = !edit                                       ? ""
-                            : s->precision == ATTNBWD_PRECISION_FP16 ? " fp16"
-                            : s->precision == ATTNBWD_PRECISION_FP32 ? " fp32"
-                                                                     : "";
-    snprintf(buf, len, "%sB=%" PRId64 " H=%" PRId64 " T=%" PRId64 "%s%s", edit ? "edit " : "", s->batch, s->heads,
-             s->seq_len, s->dropout ? " p" : "", precision);
+    const int edit = s->problem == ATTNBWD_EDIT_ATTENTION_BWD, named = edit && s->precision != ATTNBWD_PRECISION_TF32;
+    snprintf(buf, len, "%sB=%" PRId64 " H=%" PRId64 " T=%" PRId64 "%s%s%s", edit ? "edit " : "", s->batch, s->heads,
+             s->seq_len, s->dropout ? " p" : "", named ? " " : "", named ? cli_precision_name(s->precision) : "");
 }
 
 /* "1234 bytes" -> "1.2 KiB" style; exact bytes below 1 KiB. */

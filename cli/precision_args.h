@@ -22,11 +22,6 @@ typedef struct cli_precisions {
     int list[3]; /* attnbwd_precision values, each at most once */
 } cli_precisions;
 
-static inline const char *cli_precision_name(int p)
-{
-    return p == ATTNBWD_PRECISION_FP16 ? "fp16" : p == ATTNBWD_PRECISION_FP32 ? "fp32" : "tf32";
-}
-
 /* Adds the precisions of one --precision value; CLI_USAGE (after saying
  * why) for a name that is none of the three or one given twice. */
 static inline int cli_precisions_add(cli_precisions *p, const char *cmd, const char *value)
