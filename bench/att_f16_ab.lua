@@ -6,18 +6,16 @@
 -- and the default checked against the fp64 reference. GPU only.
 -- ATT_F16_ONLY=",12,15,": those workloads only (from 1).
 local attnbwd = require "attnbwd"
-local dev = attnbwd.info().device or ""
-local tname = dev:match("H100") and "tuning_h100" or dev:match("H200") and "tuning_h200" or nil
-local tuned = function() return nil end
-if tname then
-  local t = require(tname)
-  tuned = function(c) -- the table's entry for c, as plan.tuned reads it (fp16_too: the TF32 entry)
-    local key = attnbwd.tuning_key(c)
-    local short = key:match("^edit_attention_bwd (.*) precision=2$")
-    return t.entries[key] or (short and t.fp16_too and t.fp16_too[short] and t.entries[(key:gsub("2$", "0"))])
+print("device " .. (attnbwd.info().device or ""))
+-- The pairs of `tiles` that differ from `base`'s, in tiles' order (a choice's departures from the heuristic).
+local function departures(tiles, base)
+  local from, out = {}, {}
+  for k, v in base:gmatch("(%S+)=(%S+)") do from[k] = v end
+  for k, v in tiles:gmatch("(%S+)=(%S+)") do
+    if from[k] ~= v then out[#out + 1] = k .. "=" .. v end
   end
+  return #out > 0 and table.concat(out, " ") or "-"
 end
-print("device " .. dev .. ", table " .. (tname or "none"))
 local only = os.getenv("ATT_F16_ONLY")
 local sums, n = { 0, 0, 0, 0 }, 0
 local function pass_alone(c, tiles)
@@ -33,15 +31,15 @@ end
 for idx, c in ipairs(attnbwd.suite("sol072_workload")) do
   if not only or only:find("," .. idx .. ",", 1, true) then
     c.precision = "fp16"
-    local entry = tuned(c)
-    local tf32_pass = ((entry or "") .. " att_f16=0"):match("^%s*(.-)%s*$")
-    local r = attnbwd.time_tiles(c, { tf32_pass, entry or "-" }, 50, 2)
-    local a0, a1 = pass_alone(c, tf32_pass), pass_alone(c, entry)
-    local k = attnbwd.check(c, entry, 1000 + idx)
+    local shipped = attnbwd.compile(c).tiles -- the library's choice on this GPU, every key
+    local tf32_pass = shipped .. " att_f16=0"
+    local r = attnbwd.time_tiles(c, { tf32_pass, "-" }, 50, 2)
+    local a0, a1 = pass_alone(c, tf32_pass), pass_alone(c, nil)
+    local k = attnbwd.check(c, nil, 1000 + idx)
     print(string.format("#%-2d B=%-3d T=%-5d call %8.1f -> %8.1f (%+5.1f%%)  pass %8.2f -> %8.2f (%+5.1f%%)  "
                         .. "check %s err %.3g match %.5f  [%s]", idx, c.batch, c.seq_len, r[1], r[2],
                         100 * (r[2] / r[1] - 1), a0, a1, 100 * (a1 / a0 - 1), k.pass and "PASS" or "FAIL",
-                        k.max_abs_err, k.match, entry or "-"))
+                        k.max_abs_err, k.match, departures(shipped, attnbwd.candidates(c)[1])))
     io.stdout:flush()
     sums[1], sums[2] = sums[1] + math.log(r[1]), sums[2] + math.log(r[2])
     sums[3], sums[4], n = sums[3] + math.log(a0), sums[4] + math.log(a1), n + 1
