@@ -417,8 +417,9 @@ template <int ROWS, int NT> __device__ __forceinline__ void ready_v(float *V, fl
 // The prologue of both organisations, up to step 0's rows in R: v of the
 // block's ROWS keys (key row v0 of the head on; rows past T read as zeros)
 // into V's two swizzled tiles of 32 d by the block's NT threads, rounded
-// (F16: converted into V16) once they land; (GS_HALF) the head's maxima; the barriers' initialisation made
-// visible; step 0's rows asked of the TMA, the P and Pd of steps 0 ..
+// (F16: converted into V16) once they land; (GS_HALF) the head's maxima;
+// the barriers' initialisation made visible; step 0's rows asked of the
+// TMA, the P and Pd of steps 0 ..
 // P_STAGES-2 (steps of BI rows), and step 0's row sums. cp.async groups,
 // oldest first: [v] [P of steps 0 .. P_STAGES-2], then per step (the
 // caller's loop) [P of step s + P_STAGES - 1].
