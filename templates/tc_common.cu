@@ -75,6 +75,15 @@ template <class FA> __device__ __forceinline__ void tf32_a_fragment(unsigned (&f
     f[2] = to_tf32(a(r, k + 4));
     f[3] = to_tf32(a(r + 8, k + 4));
 }
+// One m16n8k16 fp16 A fragment: pairs along k, a0 (r, k..k+1) a1 (r+8, k..)
+// a2 (r, k+8..) a3 (r+8, k+8..), r = 16i + g, k = k0 + 2t; also wgmma's A
+// from registers (templates/grad_query_wg16.cu).
+template <class FA> __device__ __forceinline__ void f16_a_fragment(unsigned (&f)[4], int r, int k, FA a) {
+    f[0] = pack_f16x2(a(r, k), a(r, k + 1));
+    f[1] = pack_f16x2(a(r + 8, k), a(r + 8, k + 1));
+    f[2] = pack_f16x2(a(r, k + 8), a(r, k + 9));
+    f[3] = pack_f16x2(a(r + 8, k + 8), a(r + 8, k + 9));
+}
 
 template <int MODE, int FM, int FN, class FA, class FB>
 __device__ __forceinline__ void warp_mma(float (&acc)[FM][FN][4], int k0, FA a, FB b) {
@@ -95,18 +104,11 @@ __device__ __forceinline__ void warp_mma(float (&acc)[FM][FN][4], int k0, FA a, 
 #pragma unroll
             for (int j = 0; j < FN; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
     } else if constexpr (MODE == 2) {
-        // m16n8k16 f16: A pairs along k: r0 (g, 2t..2t+1) r1 (g+8, 2t..) r2 (g, 2t+8..)
-        // r3 (g+8, 2t+8..); B r0 (k=2t..2t+1, n=g) r1 (k=2t+8.., n=g).
+        // m16n8k16 f16: A as f16_a_fragment; B r0 (k=2t..2t+1, n=g) r1 (k=2t+8.., n=g).
         const int k = k0 + 2 * t;
         unsigned af[FM][4], bf[FN][2];
 #pragma unroll
-        for (int i = 0; i < FM; ++i) {
-            const int r = 16 * i + g;
-            af[i][0] = pack_f16x2(a(r, k), a(r, k + 1));
-            af[i][1] = pack_f16x2(a(r + 8, k), a(r + 8, k + 1));
-            af[i][2] = pack_f16x2(a(r, k + 8), a(r, k + 9));
-            af[i][3] = pack_f16x2(a(r + 8, k + 8), a(r + 8, k + 9));
-        }
+        for (int i = 0; i < FM; ++i) f16_a_fragment(af[i], 16 * i + g, k, a);
 #pragma unroll
         for (int j = 0; j < FN; ++j) {
             const int c = 8 * j + g;
