@@ -61,7 +61,7 @@ function M.render(f)
   local p, t = f.p, f.t
   if t.gs_store == 1 then
     p.render("edit_attention_bwd.cu", { B = f.B, T = f.T, PREFIX = p.prefix, GS_LD = f.gs_ld,
-                                        GS_HALF = f.gs_half and 1 or 0, IN_PLACE = f.gs_direct and 1 or 0 })
+                                        GS_HALF = f.gs_half and 1 or 0, GS_F16 = f.gs_f16 and 1 or 0, IN_PLACE = f.gs_direct and 1 or 0 })
   end
 end
 

@@ -29,7 +29,7 @@ local function reserve_workspace(f)
   p.reserve("gqkv", BT * QKV)
   p.reserve("rowdot", B * H * T)
   p.reserve("wcpart", B * H * f.NJ * 2)
-  local gs_floats = f.gs_half and ceil_div(B * H * T * f.gs_ld, 2) or B * H * T * f.gs_ld
+  local gs_floats = (f.gs_half or f.gs_f16) and ceil_div(B * H * T * f.gs_ld, 2) or B * H * T * f.gs_ld
   p.reserve("gs", t.gs_store == 1 and not f.gs_direct and gs_floats or 0)
   f.gs = f.gs_direct and "out:grad_edit_region_bias" or p.wsp("gs")
   p.reserve("gan", f.gs_half and B * H * T or 0)

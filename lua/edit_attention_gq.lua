@@ -31,6 +31,14 @@ function M.launch(f)
              { string.format("tmap:%d:%d:%d:%d:%d:1:", B * H * gs_rows, T, gs_ld, bm, GEMM_BK) .. gs,
                string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
                wsp("gqkv"), "f32:scale" }, { tma_threads({ bm = bm }), 1, 1 }, smem)
+  elseif f.gs_f16 then
+    -- gS in fp16, gq_bn queries a block of one warpgroup (templates/grad_query_wg16.cu).
+    local bn, stages, stage_bytes = t.gq_bn, t.gq_stages, t.gq_bn * 128 + 64 * 68 * 4
+    while stages > 3 and stages * stage_bytes + 1024 > smem_limit(arch) do stages = stages - 1 end
+    p.render("grad_query_wg16.cu", { NAME = kname, T = T, LDB = gs_ld, LDC = QKV, GS_ROWS = gs_rows, BN = bn,
+                                     STAGES = stages })
+    p.kernel("grad_query", { ceil_div(T, bn), 1, B * H }, { "in:key", gs, wsp("gqkv"), "f32:scale" }, { 128, 1, 1 },
+             stages * stage_bytes + 1024)
   elseif gq_wg then
     local w = { bm = 64, bn = t.gq_bn, stages = t.gq_stages }
     -- gq_pair=1 (with gq_red, B > 1): two batch rows a block, one warpgroup

@@ -42,8 +42,16 @@ function M.modes(shape, t)
   -- does not write are zeroed, beside: gQ waits on no zeroing (and stays a
   -- programmatic launch after the pass).
   local gq_red = t.gq_red >= 1 and gq_wg and not gq_tma and not gs_half and not gs_direct and att_on_wg(t)
+  -- gs_f16 (tile gq_f16=1, fp16 with the pass on fp16 operands): gS in the
+  -- workspace in fp16, as the pass rounds it for gK's product, with no
+  -- scale (fp16's operands, as autocast's), and gQ on fp16 wgmma reading it
+  -- as stored (templates/grad_query_wg16.cu): half of gS's bytes written and
+  -- read twice (gQ, the bias sums). Its rows 16-byte aligned.
+  local gs_f16 = t.gq_f16 == 1 and limits.att_f16_on(t, gs_half) and gq_wg and not gq_tma and not gq_red and
+                 not gs_direct and not gs_half
+  if gs_f16 then gs_ld, gs_round = ceil_div(T, 8) * 8, false end
   return { gs_ld = gs_ld, gs_half = gs_half, gs_round = gs_round, gs_direct = gs_direct, gs_rows = gs_rows,
-           gq_wg = gq_wg, gq_tma = gq_tma, gq_red = gq_red }
+           gq_wg = gq_wg, gq_tma = gq_tma, gq_red = gq_red, gs_f16 = gs_f16 }
 end
 
 return M

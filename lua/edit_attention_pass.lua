@@ -58,7 +58,7 @@ function M.render(f)
                                    SYNC_PASS = not att_wg, ROW_NORMS = gs_half and 1 or 0 })
   if att_wg then
     local values = { B = B, T = T, PREFIX = p.prefix, GS_LD = gs_ld, GS_ROWS = gs_rows, P_STAGES = t.p_stages,
-                     P_TMA = f.att_tma and 1 or 0, GS_HALF = gs_half and 1 or 0,
+                     P_TMA = f.att_tma and 1 or 0, GS_HALF = gs_half and 1 or 0, GS_F16 = f.gs_f16 and 1 or 0,
                      GS_ROUND = gs_round and 1 or 0, WC = f.pass_wc and 1 or 0, OUT0 = f.red_out0 and 1 or 0,
                      ITEMS = f.items, F16 = f.att_f16 and 1 or 0 }
     p.render("attention_wg.cu", values)

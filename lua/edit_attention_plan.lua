@@ -242,7 +242,7 @@ local function plan_sequence(shape, t, arch)
     a = wsp("gqkv"), b = "in:hidden_states", c = "out:grad_qkv_weight" })
   p.colsum(wsp("gqkv"), "out:grad_qkv_bias", BT, QKV)
 
-  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, IN_PLACE = 0 })
+  p.render("edit_attention_bwd.cu", { B = B, T = T, PREFIX = p.prefix, GS_LD = T, GS_HALF = 0, GS_F16 = 0, IN_PLACE = 0 })
   p.render("grad_scores.cu", { PREFIX = p.prefix })
   p.render("colsum.cu", { PREFIX = p.prefix, COL_SPLIT = COL_SPLIT, VEC = 0 }) -- pointers 4-byte aligned
   return p.finish(arch, 4)

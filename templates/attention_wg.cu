@@ -52,7 +52,10 @@ constexpr bool P_TMA = {{P_TMA}};
 // gS's element in gs: fp32, or (GS_HALF, tile gs_half=1) fp16 bits times a
 // power of two f per (b, h, key block) (gs_exponent), 1/f in gsinv.
 constexpr bool GS_HALF = {{GS_HALF}};
-typedef tc::gs_elem<GS_HALF>::t gs_t;
+// GS_F16 (tile gq_f16=1, with F16): gS in fp16 with no scale, the operand
+// gQ's fp16 product reads as stored (templates/grad_query_wg16.cu).
+constexpr bool GS_F16 = {{GS_F16}};
+typedef tc::gs_elem<GS_HALF || GS_F16>::t gs_t;
 // GS_ROUND (tile gs_round=1, fp32 gS): gS stored rounded to TF32 (the value
 // gK's product takes anyway), so that gQ's product reads it as stored, with
 // no rounding pass of its own; the bias sums then add the rounded values.
@@ -67,7 +70,7 @@ constexpr bool WC = {{WC}};
 // stores it at B = 1), which gQ then adds rows 1.. into: no zeroing of it
 // for gQ to wait on.
 constexpr bool OUT0 = {{OUT0}};
-static_assert(!OUT0 || !GS_HALF, "batch row 0's gS into the output as fp32");
+static_assert(!OUT0 || (!GS_HALF && !GS_F16), "batch row 0's gS into the output as fp32");
 // F16 (tile att_f16=1, precision fp16): the three products on fp16 operands
 // (m64nNk16, fp32 accumulation), each taking half the instructions and half
 // the shared-memory bytes of TF32's k8, with the same 11 significant bits.
@@ -78,6 +81,7 @@ static_assert(!OUT0 || !GS_HALF, "batch row 0's gS into the output as fp32");
 // word, so the columns keep their natural order (no ipos).
 constexpr bool F16 = {{F16}};
 static_assert(!F16 || !GS_HALF, "gS's fp16 scale reads v's fp32 tiles");
+static_assert(!GS_F16 || (F16 && !GS_HALF && !GS_ROUND), "fp16 gS with no scale: fp16's products");
 constexpr bool P_SHIFT = !P_TMA && kT % 4 != 0;
 constexpr i64 P_ELEMS = kB * kHeads * kT * kT;
 constexpr int NJ = (int)((kT + BJ - 1) / BJ);
@@ -289,7 +293,8 @@ __device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)
 // tile's first row row0, its column). `whole`: every row and key of the tile
 // lies inside, and the stores go unguarded; else rows past T and columns
 // past GS_LD (col_ok, per hh) are left out. GS_HALF: times f (gs_exponent)
-// in fp16, the two rows (e = 0, 1) of a key converted by one instruction.
+// in fp16, the two rows (e = 0, 1) of a key converted by one instruction;
+// GS_F16: so with f = 1.
 // LD: gs's row length, or (OUT0) the output's.
 template <i64 LD = GS_LD>
 __device__ __forceinline__ void store_gs(gs_t *gsp, const float (&s)[4][4], bool whole, int row0, int t,
@@ -299,8 +304,9 @@ __device__ __forceinline__ void store_gs(gs_t *gsp, const float (&s)[4][4], bool
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             gs_t v[2];
-            if constexpr (GS_HALF) {
-                const unsigned pk = tc::pack_f16x2(s[n][2 * hh] * f, s[n][2 * hh + 1] * f);
+            if constexpr (GS_HALF || GS_F16) {
+                const unsigned pk = GS_F16 ? tc::pack_f16x2(s[n][2 * hh], s[n][2 * hh + 1])
+                                           : tc::pack_f16x2(s[n][2 * hh] * f, s[n][2 * hh + 1] * f);
                 v[0] = (unsigned short)(pk & 0xffffu), v[1] = (unsigned short)(pk >> 16);
             } else if constexpr (GS_ROUND) {
                 v[0] = __uint_as_float(tc::to_tf32(s[n][2 * hh]) & 0xFFFFE000u); // to_tf32's rounding, exact

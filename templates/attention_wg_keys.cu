@@ -25,7 +25,7 @@ constexpr int KX = (NJ + NW - 1) / NW, ITEMS = {{ITEMS}};
 constexpr bool MULTI = ITEMS > 1;
 constexpr i64 NI = KX * kB * kHeads;
 static_assert(NI < (1ll << 31), "item indices are 32-bit");
-static_assert(!MULTI || (!GS_HALF && P_STAGES == 2), "items one after another: fp32 gS, P one step ahead");
+static_assert(!MULTI || (!GS_HALF && P_STAGES == 2), "items one after another: gS with no scale, P one step ahead");
 // Shared memory in floats, from a 1024-byte boundary.
 //   V     v of the block's NW x 64 keys, rounded once: two tiles of [NW x 64 j][32 d]
 //         (d 0-31, then 32-63); warpgroup w's v_j are rows 64 w .. 64 w + 63 of each;

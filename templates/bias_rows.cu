@@ -14,8 +14,8 @@ __host__ __device__ constexpr int bias_row_threads(long long t) { return (int)((
 // into s, and that row's gS * m_i*m_j and gS * (m_i != m_j) added into within
 // and cross, UNROLL batch rows' loads in flight at a time (the order of the
 // adds is the batch's whatever UNROLL is). col: gS + (h * ROWS + i) * LD + j.
-// HALF: gS fp16 times gsinv's scale per (b, h, 64 keys).
-template <i64 B, i64 T, i64 LD, i64 ROWS, bool HALF, int UNROLL, class E>
+// E fp16: gS's fp16 bits, times gsinv's scale per (b, h, 64 keys) where SCALED.
+template <i64 B, i64 T, i64 LD, i64 ROWS, bool SCALED, int UNROLL, class E>
 __device__ __forceinline__ void bias_column_sums(const E *col, const float *__restrict__ mask,
                                                  const float *__restrict__ gsinv, i64 h, i64 i, int j, float (&s)[4],
                                                  float &within, float &cross) {
@@ -28,8 +28,8 @@ __device__ __forceinline__ void bias_column_sums(const E *col, const float *__re
             const i64 b = b0 + u;
             if (b >= B) break;
             const E *row = col + b * HEADS * ROWS * LD;
-            if constexpr (HALF) {
-                const float inv = gsinv[(b * HEADS + h) * NJ + j / 64];
+            if constexpr (sizeof(E) == 2) {
+                const float inv = SCALED ? gsinv[(b * HEADS + h) * NJ + j / 64] : 1.f;
                 if constexpr (VEC) {
                     const float4 x = tc::f16x4_to_float4(*reinterpret_cast<const uint2 *>(row), inv);
                     v[u][0] = x.x, v[u][1] = x.y, v[u][2] = x.z, v[u][3] = x.w;

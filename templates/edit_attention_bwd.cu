@@ -13,10 +13,11 @@ constexpr bool kInPlace = {{IN_PLACE}};
 constexpr long long kGsRows = kInPlace ? kPos : kT; // gS's rows per (b, h)
 static_assert(!kInPlace || (kB == 1 && kLd == kPos), "gS in place is B = 1's, in the output's layout");
 // gS's elements: fp32, or (GS_HALF) fp16 times a power of two per (b, h, 64
-// keys) whose inverse is in gsinv (templates/attention_wg.cu's gs_exponent).
-constexpr bool kHalf = {{GS_HALF}};
+// keys) whose inverse is in gsinv (templates/attention_wg.cu's gs_exponent),
+// or (GS_F16, tile gq_f16=1) fp16 with no scale.
+constexpr bool kHalf = {{GS_HALF}}, kF16 = {{GS_F16}};
 constexpr int kNJ = (int)((kT + 63) / 64);
-typedef tc::gs_elem<kHalf>::t gs_t;
+typedef tc::gs_elem<kHalf || kF16>::t gs_t;
 } // namespace ea
 
 // grad_edit_region_bias[h, i, j] = sum over b of gS (0 outside [:T, :T]), and

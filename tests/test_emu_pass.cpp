@@ -5,8 +5,9 @@
 // key block (WC, tiles att_wc and gq_red) and batch row 0's gS into
 // grad_edit_region_bias (OUT0, tile gq_red=2). Both organisations of the
 // blocks (att_kb 1 and 2), P by cp.async or the TMA, gS stored as computed or
-// rounded, the products on TF32 or (F16, tile att_f16) fp16 operands, T not a
-// multiple of 4 or of 64, keys masked out. The configurations are
+// rounded, the products on TF32 or (F16, tile att_f16) fp16 operands, gS in
+// fp16 with no scale (GS_F16, tile gq_f16; its rows padded to 8 halves), T not
+// a multiple of 4 or of 64, keys masked out. The configurations are
 // tests/CMakeLists.txt's.
 #include "cuda_on_cpu.h"
 
@@ -39,8 +40,13 @@ struct err {
     bool ok(double rel) const { return worst <= rel * top; }
 };
 
-// P_TMA: the kernel takes P and Pd as tensor maps (else as pointers).
-template <int P_TMA, class Kernel>
+// gS's element as stored: fp32, or (GS_F16) fp16 bits, poisoned with a NaN of its kind.
+double gs_value(float x) { return x; }
+double gs_value(unsigned short x) { return tc::f16_value(x); }
+template <class E> E gs_poison() { return sizeof(E) == 4 ? (E)NAN : (E)0x7e00; }
+
+// P_TMA: the kernel takes P and Pd as tensor maps (else as pointers); E: gS's element.
+template <int P_TMA, class E, class Kernel>
 bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, int out0, int round, int gs_ld,
                int items, int half) {
     double (*op)(float) = half ? f16 : tf32; // an operand as the tensor cores take it
@@ -60,7 +66,8 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
         amask[e] = e % 7 == 3 ? 0.f : 1.f; // some keys masked out
         emask[e] = uniform01() < 0.5 ? 1.f : 0.f;
     }
-    std::vector<float> qkv((size_t)B * T * 3072, NAN), gs((size_t)BH * T * gs_ld, NAN), parts((size_t)BH * NJ * 2, NAN);
+    std::vector<float> qkv((size_t)B * T * 3072, NAN), parts((size_t)BH * NJ * 2, NAN);
+    std::vector<E> gs((size_t)BH * T * gs_ld, gs_poison<E>());
     std::vector<float> out(out0 ? (size_t)H * 1024 * 1024 : 1, NAN);
     const tc::tma_map map_ga{gA.data(), (long long)B * T, 1024, 1024, 32, 32, 1},
         map_q{q.data(), (long long)BH * T, 64, 64, 32, 32, 1},
@@ -70,7 +77,7 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
     const dim3e grid = kb == 1 ? dim3e{(unsigned)NJ, (unsigned)BH, 1}
                                : dim3e{(unsigned)(((NJ + 1) / 2 * BH + items - 1) / items), 1, 1};
     emu_launch(grid, 256, [&] {
-        float *o = out0 ? out.data() : nullptr;
+        E *o = out0 ? reinterpret_cast<E *>(out.data()) : nullptr; // OUT0: fp32 gS only
         if constexpr (P_TMA)
             kernel(map_ga, rowdot.data(), map_q, v.data(), map_p, map_pd, amask.data(), qkv.data(), gs.data(), scale,
                    nullptr, nullptr, dropout_p, emask.data(), parts.data(), o);
@@ -94,7 +101,7 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
                 }
             for (int i = 0; i < T; ++i)
                 for (int j = 0; j < gs_ld; ++j)
-                    e_gs.add(gs[(bh * T + i) * gs_ld + j], j < T ? s[(size_t)i * T + j] : 0.0);
+                    e_gs.add(gs_value(gs[(bh * T + i) * gs_ld + j]), j < T ? s[(size_t)i * T + j] : 0.0);
             for (int j = 0; j < T; ++j)
                 for (int d = 0; d < 64; ++d) {
                     double gv = 0, gk = 0;
@@ -124,15 +131,17 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
                         else outside += !std::isnan(o);
                     }
         }
-    // gS: fp32 from TF32 or fp16 products (rounded to TF32 itself where stored so); the sums of T products
-    // (gK's of gS itself in TF32 or fp16): their 11 bits' 1e-3.
-    const double rel = round ? 3e-3 : 2e-3;
+    // gS: fp32 from TF32 or fp16 products (rounded to TF32 or fp16 itself where stored so); the sums of T
+    // products (gK's of gS itself in TF32 or fp16): their 11 bits' 1e-3.
+    const double rel = round || sizeof(E) == 2 ? 3e-3 : 2e-3;
     const bool ok = e_gs.ok(rel) && e_v.ok(2e-3) && e_k.ok(3e-3) && (!wc || e_wc.ok(2e-3)) && (!out0 || e_out.ok(rel)) &&
                     outside == 0;
-    printf("%s %s: B=%d T=%d att_kb=%d items=%d P_TMA=%d WC=%d OUT0=%d GS_ROUND=%d F16=%d: max abs err gS %.3g of %.3g, "
+    printf("%s %s: B=%d T=%d att_kb=%d items=%d P_TMA=%d WC=%d OUT0=%d GS_ROUND=%d F16=%d GS_F16=%d: max abs err gS "
+           "%.3g of %.3g, "
            "gV %.3g of %.3g, gK %.3g of %.3g, within/cross %.3g of %.3g, row 0 in the output %.3g of %.3g, %ld written "
            "outside it\n",
-           ok ? "PASS" : "FAIL", name, B, T, kb, items, P_TMA, wc, out0, round, half, e_gs.worst, e_gs.top, e_v.worst, e_v.top,
+           ok ? "PASS" : "FAIL", name, B, T, kb, items, P_TMA, wc, out0, round, half, (int)(sizeof(E) == 2), e_gs.worst,
+           e_gs.top, e_v.worst, e_v.top,
            e_k.worst, e_k.top, e_wc.worst, e_wc.top, e_out.worst, e_out.top, outside);
     return ok;
 }
@@ -141,8 +150,9 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
 
 int main() {
     int failed = 0;
-#define PASS_CASE(kernel, B, T, KB, P_TMA, WC, OUT0, ROUND, GS_LD, ITEMS, F16)                                         \
-    failed += !pass_case<P_TMA>(#kernel, kernel, B, T, KB, WC, OUT0, ROUND, GS_LD, ITEMS, F16);
+#define PASS_CASE(kernel, B, T, KB, P_TMA, WC, OUT0, ROUND, GS_LD, ITEMS, F16, GS_F16)                                 \
+    failed += !pass_case<P_TMA, std::conditional_t<GS_F16, unsigned short, float>>(#kernel, kernel, B, T, KB, WC,      \
+                                                                                  OUT0, ROUND, GS_LD, ITEMS, F16);
 #include "emu_pass_cases.inc"
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

@@ -19,7 +19,8 @@
  * float reductions (gq_red=1, and 2 over batch row 0 stored by the pass),
  * a case past 2^31 elements in each [B, 16, T, T] tensor in both, fp16 with
  * every product on mma.sync (wg=0 tma=0; its default on sm_90 is wgmma),
- * fp16's attention pass on fp16 operands (att_f16=1) at awkward shapes, and
+ * fp16's attention pass on fp16 operands (att_f16=1) at awkward shapes, its gQ
+ * on fp16 operands from gS in fp16 (gq_f16=1) at awkward shapes, and
  * fp32-exact on two small shapes, which
  * must also match the fp64 reference to a relative error ||out-ref||/||ref||
  * <= 1e-5 in each of the 8 outputs. Each case is checked against the fp64
@@ -302,6 +303,10 @@ int main(void) {
     add_run(runs, &n, make_run(129, 1021, 0.1, ATTNBWD_PRECISION_TF32, 0, "huge"));
     /* ... and in fp16. */
     add_run(runs, &n, make_run(129, 1021, 0.1, ATTNBWD_PRECISION_FP16, 0, "huge"));
+    /* ... and in fp16 with gS in fp16 and gQ on fp16 operands (gq_f16=1). */
+    run huge16 = make_run(129, 1021, 0.1, ATTNBWD_PRECISION_FP16, 0, "huge gq_f16=1");
+    huge16.c.tiles = "gq_f16=1";
+    add_run(runs, &n, huge16);
     add_run(runs, &n, make_run(2, 17, 0.1, ATTNBWD_PRECISION_FP32, MASK0, ""));
     add_run(runs, &n, make_run(1, 128, 0.1, ATTNBWD_PRECISION_FP32, 0, ""));
     /* fp16 with every product on mma.sync (wg=0 tma=0; on sm_90 the heuristic puts the projection products
@@ -330,6 +335,18 @@ int main(void) {
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 1, 1024, 0.1, 0, "att_f16=1 att_kb=3"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 1000, 0.1, MASK0, "att_f16=1 gq_red=2 gs_round=1"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 16, 691, 0.1, MASK0, "att_f16=1"));
+    /* fp16's gQ on fp16 operands from gS stored in fp16 (gq_f16=1): T = 1 and 17 (rows of gS padded to 8
+     * halves), p = 0 with biases, odd T in both organisations and 128-query blocks, items one after another,
+     * T = 1000 at B = 2, and six stages of 128 queries at B = 16, T = 691 (past 2^31 elements: beside the
+     * other two). */
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 1, 0.1, 0, "gq_f16=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 17, 0.1, MASK0, "gq_f16=1 att_kb=2"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 17, 0.0, MASK0 | BIASES, "gq_f16=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 129, 0.25, MASK0, "gq_f16=1 att_kb=1 gq_bn=128"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 129, 0.25, MASK0, "gq_f16=1 att_kb=3 att_tma=0"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 70, 0.1, MASK0, "gq_f16=1 att_kb=2 att_items=3"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 1000, 0.1, MASK0, "gq_f16=1 gq_stages=3"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 16, 691, 0.1, MASK0, "gq_f16=1 gq_bn=128 gq_stages=6"));
     free(suite);
 
     attnbwd_ctx *ctx = NULL;

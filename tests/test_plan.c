@@ -921,6 +921,70 @@ static const plan_launch *launch_named(const kernel_plan *p, const char *tail) {
 }
 static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1]; }
 
+/* gq_f16=1 in fp16: the pass stores gS in fp16 with no scale (GS_F16), its
+ * rows padded to 8 halves, the bias sums read it so, and gQ runs on fp16
+ * wgmma (templates/grad_query_wg16.cu) with the keys, gS, grad_qkv and the
+ * scale; gS's workspace region is half of fp32's. It has no effect where gS
+ * is not in the workspace in fp16's pass (B = 1's gs_direct, att_f16=0), where
+ * gQ adds the bias sums (gq_red) or is TMA-fed (gq_tma), or in TF32. */
+static void fp16_gq_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{2, 449}, {64, 128}, {3, 1}, {32, 773}};
+    for (size_t i = 0; i < 4; ++i) {
+        const int64_t T = shapes[i][1];
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, T, 1, ATTNBWD_PRECISION_FP16};
+        kernel_plan p;
+        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_f16=1", &p), ATTNBWD_OK);
+        assert_int_equal(tile(p.tiles, "gq_f16"), 1);
+        assert_non_null(strstr(p.source, "namespace gq16"));
+        assert_non_null(strstr(p.source, "constexpr bool GS_F16 = 1;"));
+        assert_non_null(strstr(p.source, "kF16 = 1;"));
+        char ld[64];
+        snprintf(ld, sizeof ld, "GS_LD = %lld;", (long long)((T + 7) / 8 * 8));
+        assert_non_null(strstr(p.source, ld));
+        const plan_launch *gq = NULL;
+        for (int l = 0; l < p.n_launches; ++l)
+            if (ends_with(p.launches[l].name, "_grad_query")) gq = &p.launches[l];
+        assert_non_null(gq);
+        assert_int_equal(gq->n_args, 4);
+        assert_string_equal(gq->args[0], "in:key");
+        const size_t ws16 = p.workspace_bytes;
+        kernel_plan_free(&p);
+        /* gS's region (regions in whole 256 bytes): B * 16 * T rows of ceil(T / 4) * 4 floats in fp32, of
+         * ceil(T / 8) * 8 halves in fp16. */
+        assert_int_equal(gen_plan(g, &s, "sm_90", "gq_f16=0", &p), ATTNBWD_OK);
+        const size_t rows = (size_t)(shapes[i][0] * 16 * T), f32 = rows * (size_t)((T + 3) / 4 * 4) * 4,
+                     f16 = rows * (size_t)((T + 7) / 8 * 8) * 2;
+        assert_int_equal(p.workspace_bytes - ws16, (f32 + 255) / 256 * 256 - (f16 + 255) / 256 * 256);
+        assert_null(strstr(p.source, "namespace gq16"));
+        assert_non_null(strstr(p.source, "constexpr bool GS_F16 = 0;"));
+        kernel_plan_free(&p);
+        const char *none[] = {"gq_f16=1 gq_red=2", "gq_f16=1 att_f16=0", "gq_f16=1 gq_tma=1 gs_round=1"};
+        for (int v = 0; v < 3; ++v) {
+            assert_int_equal(gen_plan(g, &s, "sm_90", none[v], &p), ATTNBWD_OK);
+            assert_null(strstr(p.source, "namespace gq16"));
+            assert_non_null(strstr(p.source, "constexpr bool GS_F16 = 0;"));
+            kernel_plan_free(&p);
+        }
+        attnbwd_shape st = s;
+        st.precision = ATTNBWD_PRECISION_TF32;
+        assert_int_equal(gen_plan(g, &st, "sm_90", "gq_f16=1", &p), ATTNBWD_OK);
+        assert_null(strstr(p.source, "namespace gq16"));
+        kernel_plan_free(&p);
+    }
+    /* B = 1: gS straight into grad_edit_region_bias (gs_direct) stays fp32; without it, fp16 in the workspace. */
+    attnbwd_shape s1 = {ATTNBWD_EDIT_ATTENTION_BWD, 1, 16, 373, 1, ATTNBWD_PRECISION_FP16};
+    kernel_plan p;
+    assert_int_equal(gen_plan(g, &s1, "sm_90", "gq_f16=1", &p), ATTNBWD_OK);
+    assert_null(strstr(p.source, "namespace gq16"));
+    kernel_plan_free(&p);
+    assert_int_equal(gen_plan(g, &s1, "sm_90", "gq_f16=1 gs_direct=0", &p), ATTNBWD_OK);
+    assert_non_null(strstr(p.source, "namespace gq16"));
+    kernel_plan_free(&p);
+    gen_close(g);
+}
+
 /* fp16 (precision 2) on sm_90: the heuristic puts the projection products on
  * the fp16 TMA-fed wgmma path (templates/gemm_tma.cu, sm_90a), every B
  * transposed into fp16 with its K padded to a multiple of 8 and its tensor
@@ -1787,6 +1851,7 @@ int main(void) {
         cmocka_unit_test(edit_attention_plans),
         cmocka_unit_test(grad_hidden_truncation_plans),
         cmocka_unit_test(fp16_wgmma_plans),
+        cmocka_unit_test(fp16_gq_plans),
         cmocka_unit_test(gs_half_plans),
         cmocka_unit_test(gs_round_plans),
         cmocka_unit_test(gq_tma_plans),
