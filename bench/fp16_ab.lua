@@ -6,7 +6,7 @@
 -- best of two), and B checked against the fp64 reference. GPU only.
 -- FP16_AB_ONLY=",12,15,": those workloads only (from 1). For example
 --   bench/fp16_ab.lua att_f16=0 - attention_wg    the pass on TF32's products against fp16's
---   bench/fp16_ab.lua - "gq_f16=1 gq_red=0 gq_pair=0 gq_tma=0" grad_query
+--   bench/fp16_ab.lua - "gq_f16=1 gq_tma=0" grad_query
 local attnbwd = require "attnbwd"
 local over_a, over_b, kernel = arg[1], arg[2], arg[3]
 if not (over_a and over_b and kernel) then

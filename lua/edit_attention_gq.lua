@@ -32,13 +32,20 @@ function M.launch(f)
                string.format("tmap:%d:%d:%d:%d:%d:0:", B * H * T, D, D, GEMM_BK, D) .. "in:key",
                wsp("gqkv"), "f32:scale" }, { tma_threads({ bm = bm }), 1, 1 }, smem)
   elseif f.gs_f16 then
-    -- gS in fp16, gq_bn queries a block of one warpgroup (templates/grad_query_wg16.cu).
-    local bn, stages, stage_bytes = t.gq_bn, t.gq_stages, t.gq_bn * 128 + 64 * 68 * 4
+    -- gS in fp16, gq_bn queries a block of a warpgroup a matrix (templates/grad_query_wg16.cu); gq_red's
+    -- bias sums as in the TF32 kernel below, gq_pair's two batch rows a block.
+    local bn, stages = t.gq_bn, t.gq_stages
+    local pairs = gq_red and t.gq_pair == 1 and B > 1 and 2 or 1
+    local stage_bytes = pairs * (bn * 128 + 64 * 68 * 4)
     while stages > 3 and stages * stage_bytes + 1024 > smem_limit(arch) do stages = stages - 1 end
+    local outer = ceil_div(B, pairs)
     p.render("grad_query_wg16.cu", { NAME = kname, T = T, LDB = gs_ld, LDC = QKV, GS_ROWS = gs_rows, BN = bn,
-                                     STAGES = stages })
-    p.kernel("grad_query", { ceil_div(T, bn), 1, B * H }, { "in:key", gs, wsp("gqkv"), "f32:scale" }, { 128, 1, 1 },
-             stages * stage_bytes + 1024)
+                                     STAGES = stages, RED_LD = gq_red and POS or 0, RED_FROM = red_out0 and 1 or 0,
+                                     PAIR = pairs, OUTER = outer, NB = B })
+    if f.red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
+    p.kernel("grad_query", { ceil_div(T, bn), 1, gq_red and outer * H or B * H },
+             { "in:key", gs, wsp("gqkv"), "f32:scale", gq_red and "out:grad_edit_region_bias" or "null" },
+             { 128 * pairs, 1, 1 }, stages * stage_bytes + 1024)
   elseif gq_wg then
     local w = { bm = 64, bn = t.gq_bn, stages = t.gq_stages }
     -- gq_pair=1 (with gq_red, B > 1): two batch rows a block, one warpgroup

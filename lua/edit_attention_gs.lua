@@ -36,7 +36,7 @@ function M.modes(shape, t)
   -- reductions, its blocks head by head so that the rows they add into stay
   -- in L2; the wgmma pass makes the within/cross sums (as att_wc does at
   -- B = 1): no bias_grads launch reads gS back. That output's last bits then
-  -- vary from run to run. gS fp32 in the workspace (not gs_direct's B = 1).
+  -- vary from run to run. gS in the workspace (not gs_direct's B = 1).
   -- gq_red=2 (red_out0 below): the pass stores batch row 0's gS into the
   -- output instead, gQ adds rows 1.., and only the rows and columns the pass
   -- does not write are zeroed, beside: gQ waits on no zeroing (and stays a
@@ -46,9 +46,10 @@ function M.modes(shape, t)
   -- workspace in fp16, as the pass rounds it for gK's product, with no
   -- scale (fp16's operands, as autocast's), and gQ on fp16 wgmma reading it
   -- as stored (templates/grad_query_wg16.cu): half of gS's bytes written and
-  -- read twice (gQ, the bias sums). Its rows 16-byte aligned.
-  local gs_f16 = t.gq_f16 == 1 and limits.att_f16_on(t, gs_half) and gq_wg and not gq_tma and not gq_red and
-                 not gs_direct and not gs_half
+  -- read (by gQ, and by the bias sums where gQ does not add them, gq_red).
+  -- Its rows 16-byte aligned.
+  local gs_f16 = t.gq_f16 == 1 and limits.att_f16_on(t, gs_half) and gq_wg and not gq_tma and not gs_direct and
+                 not gs_half
   if gs_f16 then gs_ld, gs_round = ceil_div(T, 8) * 8, false end
   return { gs_ld = gs_ld, gs_half = gs_half, gs_round = gs_round, gs_direct = gs_direct, gs_rows = gs_rows,
            gq_wg = gq_wg, gq_tma = gq_tma, gq_red = gq_red, gs_f16 = gs_f16 }

@@ -171,8 +171,8 @@ M.KEYS = {
     kernels = { "attention_wg" }, limits = { "attention pass shared memory" },
     explore = function(shape, first) return (first.wg == 1 and shape.precision == 2) and { 1 - first.att_f16 } or {} end },
   { name = "gq_f16", values = { 0, 1 }, default = 0,
-    doc = "gQ on TF32's wgmma from fp32 gS, or on fp16 operands from gS the pass stores in fp16, where att_f16=1, "
-          .. "gS is in the workspace and gq_red=0",
+    doc = "gQ on TF32's wgmma from fp32 gS, or on fp16 operands from gS the pass stores in fp16, where att_f16=1 "
+          .. "and gS is in the workspace",
     kernels = { "attention_wg", "grad_query", "bias_grads" },
     explore = function(_, first) return first.att_f16 == 1 and { 1 - first.gq_f16 } or {} end },
 }

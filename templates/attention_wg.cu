@@ -65,12 +65,12 @@ constexpr bool GS_ROUND = {{GS_ROUND}};
 // key block, which within_cross adds in order: no bias_grads launch reading
 // gS back for them.
 constexpr bool WC = {{WC}};
-// OUT0 (tile gq_red=2, fp32 gS in the workspace): batch row 0's gS also
-// stored into grad_edit_region_bias (out0, [16, 1024, 1024], as gs_direct
-// stores it at B = 1), which gQ then adds rows 1.. into: no zeroing of it
-// for gQ to wait on.
+// OUT0 (tile gq_red=2, gS in the workspace in fp32 or, GS_F16, fp16): batch
+// row 0's gS also stored into grad_edit_region_bias (out0, [16, 1024, 1024],
+// fp32, as gs_direct stores it at B = 1), which gQ then adds rows 1.. into:
+// no zeroing of it for gQ to wait on.
 constexpr bool OUT0 = {{OUT0}};
-static_assert(!OUT0 || (!GS_HALF && !GS_F16), "batch row 0's gS into the output as fp32");
+static_assert(!OUT0 || !GS_HALF, "batch row 0's gS into the output with no scale");
 // F16 (tile att_f16=1, precision fp16): the three products on fp16 operands
 // (m64nNk16, fp32 accumulation), each taking half the instructions and half
 // the shared-memory bytes of TF32's k8, with the same 11 significant bits.
@@ -295,16 +295,16 @@ __device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)
 // past GS_LD (col_ok, per hh) are left out. GS_HALF: times f (gs_exponent)
 // in fp16, the two rows (e = 0, 1) of a key converted by one instruction;
 // GS_F16: so with f = 1.
-// LD: gs's row length, or (OUT0) the output's.
-template <i64 LD = GS_LD>
-__device__ __forceinline__ void store_gs(gs_t *gsp, const float (&s)[4][4], bool whole, int row0, int t,
+// LD, E: gs's row length and element, or (OUT0) the output's (fp32).
+template <i64 LD = GS_LD, class E = gs_t>
+__device__ __forceinline__ void store_gs(E *gsp, const float (&s)[4][4], bool whole, int row0, int t,
                                          const bool (&col_ok)[2], float f) {
 #pragma unroll
     for (int n = 0; n < 4; ++n)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-            gs_t v[2];
-            if constexpr (GS_HALF || GS_F16) {
+            E v[2];
+            if constexpr (sizeof(E) == 2) {
                 const unsigned pk = GS_F16 ? tc::pack_f16x2(s[n][2 * hh], s[n][2 * hh + 1])
                                            : tc::pack_f16x2(s[n][2 * hh] * f, s[n][2 * hh + 1] * f);
                 v[0] = (unsigned short)(pk & 0xffffu), v[1] = (unsigned short)(pk >> 16);
@@ -580,7 +580,7 @@ __device__ __forceinline__ void issue_gv_gk(float (&accV)[32], float (&accK)[32]
 #define FW_PASS_REST                                                                                         \
     const float *__restrict__ attention_mask, float *__restrict__ grad_qkv, fw::gs_t *__restrict__ gs,        \
         float scale, const float *__restrict__ gan, float *__restrict__ gsinv, float dropout_p,                 \
-        const float *__restrict__ edit_region_mask, float *__restrict__ wc_partials, fw::gs_t *__restrict__ out0
+        const float *__restrict__ edit_region_mask, float *__restrict__ wc_partials, float *__restrict__ out0
 #define FW_PASS_PARAMS                                                                                       \
     const __grid_constant__ tc::tma_map map_ga, const float *__restrict__ rowdot,                             \
         const __grid_constant__ tc::tma_map map_q, const float *__restrict__ value, FW_P_PARAMS, FW_PASS_REST

@@ -296,7 +296,7 @@ __device__ __forceinline__ void keys_block(FW_BLOCK_PARAMS, int x0, int stride) 
                 store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && cur.j0 + BJ <= GS_LD, i0, t, gs_col_ok,
                          gsf);
                 if (OUT0 && cur.b == 0)
-                    store_gs<kPos>(out0 + out0_base + (i64)i0 * kPos, s, i0 + BI <= kT, i0, t, out0_col_ok, gsf);
+                    store_gs<kPos, float>(out0 + out0_base + (i64)i0 * kPos, s, i0 + BI <= kT, i0, t, out0_col_ok, gsf);
                 issue_gv_gk(accV, accK, pd, s, dB);
             } else {
                 load_next_d();

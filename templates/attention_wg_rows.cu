@@ -226,7 +226,7 @@ __device__ __forceinline__ void rows_block(FW_BLOCK_PARAMS, int jb, int bh) {
         issue_gv_gk(accV, accK, pd, s, dB);
         store_gs(gs + gs_base + (i64)i0 * GS_LD, s, i0 + BI <= kT && j0 + BJ <= GS_LD, i0 + HALF * w, t, gs_col_ok, gsf);
         if (OUT0 && b == 0)
-            store_gs<kPos>(out0 + out0_base + (i64)i0 * kPos, s, i0 + BI <= kT, i0 + HALF * w, t, out0_col_ok, gsf);
+            store_gs<kPos, float>(out0 + out0_base + (i64)i0 * kPos, s, i0 + BI <= kT, i0 + HALF * w, t, out0_col_ok, gsf);
 
         // The next step's B tiles, asked of the TMA at the top of this step,
         // from R into the other buffer, last read by the previous step's

@@ -23,14 +23,14 @@ template <int MODE> struct kstep { static constexpr int value = MODE == 2 ? 16 :
 __device__ __forceinline__ unsigned to_tf32(float x) { return __float_as_uint(x) + 0x1000u; }
 
 // Two floats as one f16x2 register, lo (the lower k index) in the low half,
-// each rounded to nearest even (tests/emu/cuda_on_cpu.h has its CPU form).
+// each rounded to nearest even, and fp16 back to fp32 (tests/emu/cuda_on_cpu.h
+// has their CPU forms).
 #ifndef TC_EMU
 __device__ __forceinline__ unsigned pack_f16x2(float lo, float hi) {
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
-#endif
 
 // fp16 (its bits) to fp32, exactly.
 __device__ __forceinline__ float from_f16(unsigned short x) {
@@ -38,6 +38,8 @@ __device__ __forceinline__ float from_f16(unsigned short x) {
     asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(x));
     return r;
 }
+#endif
+
 // Four fp16 (8 bytes, the first in the low half of h.x) to fp32, each times s.
 __device__ __forceinline__ float4 f16x4_to_float4(uint2 h, float s) {
     return make_float4(s * from_f16((unsigned short)(h.x & 0xffffu)), s * from_f16((unsigned short)(h.x >> 16)),

@@ -77,7 +77,7 @@ bool pass_case(const char *name, Kernel kernel, int B, int T, int kb, int wc, in
     const dim3e grid = kb == 1 ? dim3e{(unsigned)NJ, (unsigned)BH, 1}
                                : dim3e{(unsigned)(((NJ + 1) / 2 * BH + items - 1) / items), 1, 1};
     emu_launch(grid, 256, [&] {
-        E *o = out0 ? reinterpret_cast<E *>(out.data()) : nullptr; // OUT0: fp32 gS only
+        float *o = out0 ? out.data() : nullptr;
         if constexpr (P_TMA)
             kernel(map_ga, rowdot.data(), map_q, v.data(), map_p, map_pd, amask.data(), qkv.data(), gs.data(), scale,
                    nullptr, nullptr, dropout_p, emask.data(), parts.data(), o);

@@ -347,6 +347,12 @@ int main(void) {
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 70, 0.1, MASK0, "gq_f16=1 att_kb=2 att_items=3"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 1000, 0.1, MASK0, "gq_f16=1 gq_stages=3"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 16, 691, 0.1, MASK0, "gq_f16=1 gq_bn=128 gq_stages=6"));
+    /* ... with the bias sums added by gQ (gq_red): over batch row 0 stored by the pass (2) two batch rows a block
+     * (gq_pair=1) at B = 3 (the last block one row), T = 1000, and at T = 129 with items; into the zeroed output
+     * (1) in pairs of three stages at B = 5, T = 256. */
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 1000, 0.1, MASK0, "gq_f16=1 gq_red=2 gq_pair=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 129, 0.25, MASK0, "gq_f16=1 gq_red=2 att_kb=2 att_items=2"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 5, 256, 0.1, 0, "gq_f16=1 gq_red=1 gq_pair=1 gq_bn=64 gq_stages=3"));
     free(suite);
 
     attnbwd_ctx *ctx = NULL;

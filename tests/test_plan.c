@@ -924,9 +924,11 @@ static const char *last_arg(const plan_launch *x) { return x->args[x->n_args - 1
 /* gq_f16=1 in fp16: the pass stores gS in fp16 with no scale (GS_F16), its
  * rows padded to 8 halves, the bias sums read it so, and gQ runs on fp16
  * wgmma (templates/grad_query_wg16.cu) with the keys, gS, grad_qkv and the
- * scale; gS's workspace region is half of fp32's. It has no effect where gS
- * is not in the workspace in fp16's pass (B = 1's gs_direct, att_f16=0), where
- * gQ adds the bias sums (gq_red) or is TMA-fed (gq_tma), or in TF32. */
+ * scale; gS's workspace region is half of fp32's. With gq_red=2 gq_pair=1
+ * (B > 1) gQ adds the bias sums into grad_edit_region_bias two batch rows a
+ * block, over batch row 0, which the pass stores there (OUT0). It has no
+ * effect where gS is not in the workspace in fp16's pass (B = 1's gs_direct,
+ * att_f16=0), where gQ is TMA-fed (gq_tma), or in TF32. */
 static void fp16_gq_plans(void **state) {
     (void)state;
     gen_state *g = open_gen();
@@ -947,8 +949,9 @@ static void fp16_gq_plans(void **state) {
         for (int l = 0; l < p.n_launches; ++l)
             if (ends_with(p.launches[l].name, "_grad_query")) gq = &p.launches[l];
         assert_non_null(gq);
-        assert_int_equal(gq->n_args, 4);
+        assert_int_equal(gq->n_args, 5);
         assert_string_equal(gq->args[0], "in:key");
+        assert_string_equal(gq->args[4], "null");
         const size_t ws16 = p.workspace_bytes;
         kernel_plan_free(&p);
         /* gS's region (regions in whole 256 bytes): B * 16 * T rows of ceil(T / 4) * 4 floats in fp32, of
@@ -960,8 +963,21 @@ static void fp16_gq_plans(void **state) {
         assert_null(strstr(p.source, "namespace gq16"));
         assert_non_null(strstr(p.source, "constexpr bool GS_F16 = 0;"));
         kernel_plan_free(&p);
-        const char *none[] = {"gq_f16=1 gq_red=2", "gq_f16=1 att_f16=0", "gq_f16=1 gq_tma=1 gs_round=1"};
-        for (int v = 0; v < 3; ++v) {
+        if (shapes[i][0] > 1) {
+            assert_int_equal(gen_plan(g, &s, "sm_90", "gq_f16=1 gq_red=2 gq_pair=1", &p), ATTNBWD_OK);
+            assert_non_null(strstr(p.source, "namespace gq16"));
+            assert_non_null(strstr(p.source, "constexpr int PAIR = 2, NT"));
+            assert_non_null(strstr(p.source, "constexpr bool OUT0 = 1;"));
+            assert_non_null(strstr(p.source, "constexpr bool GS_F16 = 1;"));
+            for (int l = 0; l < p.n_launches; ++l)
+                if (ends_with(p.launches[l].name, "_grad_query")) {
+                    assert_string_equal(last_arg(&p.launches[l]), "out:grad_edit_region_bias");
+                    assert_int_equal(p.launches[l].block[0], 256);
+                }
+            kernel_plan_free(&p);
+        }
+        const char *none[] = {"gq_f16=1 att_f16=0", "gq_f16=1 gq_tma=1 gs_round=1"};
+        for (int v = 0; v < 2; ++v) {
             assert_int_equal(gen_plan(g, &s, "sm_90", none[v], &p), ATTNBWD_OK);
             assert_null(strstr(p.source, "namespace gq16"));
             assert_non_null(strstr(p.source, "constexpr bool GS_F16 = 0;"));

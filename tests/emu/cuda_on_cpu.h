@@ -322,6 +322,7 @@ inline float f16_value(unsigned short u) {
     return (float)h;
 }
 inline unsigned pack_f16x2(float lo, float hi) { return f16_bits(lo) | (unsigned)f16_bits(hi) << 16; }
+inline float from_f16(unsigned short x) { return f16_value(x); }
 inline float smem_f16_at(unsigned off) {
     unsigned short u;
     memcpy(&u, emu::this_block->smem + off, 2);
