@@ -18,6 +18,12 @@ function M.launch(f)
   local gq_tma, gq_wg, gq_red, red_out0 = f.gq_tma, f.gq_wg, f.gq_red, f.red_out0
   -- gQ [b,h] = scale * gS [T,T] @ k [T,64], straight into grad_qkv[:, h*64 : h*64+64].
   local kname = p.prefix .. "_grad_query"
+  -- gq_pair=1 (with gq_red, B > 1): two batch rows a block of either wgmma
+  -- kernel, one warpgroup each, their gS tiles summed before one reduction:
+  -- half of gq_red's reductions. Twice the shared memory a block: fewer
+  -- stages where gq_stages' would not fit.
+  local pairs = gq_red and t.gq_pair == 1 and B > 1 and 2 or 1
+  if f.red_zeroed then p.wait("bias_zero") end -- gq_red=1: the output gQ adds into is zeroed
   if gq_tma then
     -- gq_bn rows of one head's gS a tile, as many blocks as tiles or SMs
     -- (templates/grad_query_tma.cu); stages and k's slots fill the shared memory.
@@ -33,26 +39,19 @@ function M.launch(f)
                wsp("gqkv"), "f32:scale" }, { tma_threads({ bm = bm }), 1, 1 }, smem)
   elseif f.gs_f16 then
     -- gS in fp16, gq_bn queries a block of a warpgroup a matrix (templates/grad_query_wg16.cu); gq_red's
-    -- bias sums as in the TF32 kernel below, gq_pair's two batch rows a block.
+    -- bias sums as in the TF32 kernel below. A stage: per matrix gS's tile and the keys' 64 x 68 floats.
     local bn, stages = t.gq_bn, t.gq_stages
-    local pairs = gq_red and t.gq_pair == 1 and B > 1 and 2 or 1
     local stage_bytes = pairs * (bn * 128 + 64 * 68 * 4)
     while stages > 3 and stages * stage_bytes + 1024 > smem_limit(arch) do stages = stages - 1 end
     local outer = ceil_div(B, pairs)
     p.render("grad_query_wg16.cu", { NAME = kname, T = T, LDB = gs_ld, LDC = QKV, GS_ROWS = gs_rows, BN = bn,
                                      STAGES = stages, RED_LD = gq_red and POS or 0, RED_FROM = red_out0 and 1 or 0,
                                      PAIR = pairs, OUTER = outer, NB = B })
-    if f.red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
     p.kernel("grad_query", { ceil_div(T, bn), 1, gq_red and outer * H or B * H },
              { "in:key", gs, wsp("gqkv"), "f32:scale", gq_red and "out:grad_edit_region_bias" or "null" },
              { 128 * pairs, 1, 1 }, stages * stage_bytes + 1024)
   elseif gq_wg then
     local w = { bm = 64, bn = t.gq_bn, stages = t.gq_stages }
-    -- gq_pair=1 (with gq_red, B > 1): two batch rows a block, one warpgroup
-    -- each, their gS tiles summed before one reduction: half of gq_red's
-    -- reductions. Twice the shared memory a block: fewer stages where
-    -- gq_stages' would not fit.
-    local pairs = gq_red and t.gq_pair == 1 and B > 1 and 2 or 1
     -- (gs_half: the inverse scales of the K blocks follow the stages.)
     local function gq_smem() return (wg_smem(w, true) - 1024) * pairs + 1024 + (gs_half and 4 * NJ or 0) end
     while pairs == 2 and w.stages > 3 and gq_smem() > smem_limit(arch) do w.stages = w.stages - 1 end
@@ -68,7 +67,6 @@ function M.launch(f)
       B_RAW = not gs_round, RED_LD = gq_red and POS or 0, OUTER = ceil_div(B, pairs), RED_FROM = red_out0 and 1 or 0,
       PAIR = pairs, NB = B, MIN_BLOCKS = pairs == 2 and min_blocks(gq_smem(), arch) or 1,
     })
-    if f.red_zeroed then p.wait("bias_zero") end -- the output it adds into is zeroed
     p.kernel("grad_query", { ceil_div(T, w.bn), 1, ceil_div(B, pairs) * H },
              { "in:key", gs, wsp("gqkv"), "f32:scale", gsinv, gq_red and "out:grad_edit_region_bias" or "null" },
              { w.bm // 64 * 128 * pairs, 1, 1 }, gq_smem())

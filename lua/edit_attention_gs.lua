@@ -48,8 +48,7 @@ function M.modes(shape, t)
   -- as stored (templates/grad_query_wg16.cu): half of gS's bytes written and
   -- read (by gQ, and by the bias sums where gQ does not add them, gq_red).
   -- Its rows 16-byte aligned.
-  local gs_f16 = t.gq_f16 == 1 and limits.att_f16_on(t, gs_half) and gq_wg and not gq_tma and not gs_direct and
-                 not gs_half
+  local gs_f16 = t.gq_f16 == 1 and limits.att_f16_on(t, gs_half) and gq_wg and not gq_tma and not gs_direct
   if gs_f16 then gs_ld, gs_round = ceil_div(T, 8) * 8, false end
   return { gs_ld = gs_ld, gs_half = gs_half, gs_round = gs_round, gs_direct = gs_direct, gs_rows = gs_rows,
            gq_wg = gq_wg, gq_tma = gq_tma, gq_red = gq_red, gs_f16 = gs_f16 }

@@ -294,7 +294,7 @@ __device__ __forceinline__ void grad_scores(float (&s)[4][4], const float (&acc)
 // lies inside, and the stores go unguarded; else rows past T and columns
 // past GS_LD (col_ok, per hh) are left out. GS_HALF: times f (gs_exponent)
 // in fp16, the two rows (e = 0, 1) of a key converted by one instruction;
-// GS_F16: so with f = 1.
+// GS_F16: so, with f = 1.
 // LD, E: gs's row length and element, or (OUT0) the output's (fp32).
 template <i64 LD = GS_LD, class E = gs_t>
 __device__ __forceinline__ void store_gs(E *gsp, const float (&s)[4][4], bool whole, int row0, int t,
@@ -305,8 +305,7 @@ __device__ __forceinline__ void store_gs(E *gsp, const float (&s)[4][4], bool wh
         for (int hh = 0; hh < 2; ++hh) {
             E v[2];
             if constexpr (sizeof(E) == 2) {
-                const unsigned pk = GS_F16 ? tc::pack_f16x2(s[n][2 * hh], s[n][2 * hh + 1])
-                                           : tc::pack_f16x2(s[n][2 * hh] * f, s[n][2 * hh + 1] * f);
+                const unsigned pk = tc::pack_f16x2(s[n][2 * hh] * f, s[n][2 * hh + 1] * f);
                 v[0] = (unsigned short)(pk & 0xffffu), v[1] = (unsigned short)(pk >> 16);
             } else if constexpr (GS_ROUND) {
                 v[0] = __uint_as_float(tc::to_tf32(s[n][2 * hh]) & 0xFFFFE000u); // to_tf32's rounding, exact
