@@ -123,7 +123,7 @@ typedef enum attnbwd_precision {
                                    A of grad_hidden_states (grad_qkv) is truncated by the tensor cores instead */
     ATTNBWD_PRECISION_FP32 = 1, /* exact fp32 FMA, no tensor cores */
     ATTNBWD_PRECISION_FP16 = 2  /* tensor cores on fp16 operands (inputs, gA and gS must fit fp16's range);
-                                   on sm_90 gQ's product stays TF32 */
+                                   on sm_90 at B = 1, where gS is an fp32 output, gQ's product is TF32 */
 } attnbwd_precision;
 
 /* Everything that changes the generated code. Unused fields must be 0. */

@@ -23,10 +23,11 @@ local ceil_div, H, SMS = limits.ceil_div, limits.H, limits.SMS
 
 -- wg: the products, gQ and the attention pass on wgmma by default in TF32
 -- and fp16 (fp16's projection products on its TMA-fed fp16 path,
--- templates/gemm_tma.cu; its gQ on TF32's wgmma, the same kernel as TF32's;
--- its pass on fp16 operands, att_f16): on an H100, fp16 so passes the 16
--- public workloads and takes 400.4 us in geomean against 485.3 with its gQ
--- and pass on mma.sync and 436.5 for TF32 (its pass then on TF32's wgmma).
+-- templates/gemm_tma.cu; its pass on fp16 operands, att_f16; its gQ on
+-- fp16 operands too, gq_f16, or at B = 1 on TF32's wgmma): on an H100, fp16
+-- with gQ and the pass on TF32's wgmma passes the 16 public workloads and
+-- takes 400.4 us in geomean against 485.3 with them on mma.sync and 436.5
+-- for TF32.
 -- fp32 stays exact.
 local function wg_default(shape, arch) return (shape.precision ~= 1 and limits.wgmma_arch(arch)) and 1 or 0 end
 -- The default of the keys that take wg's value.
@@ -170,7 +171,11 @@ M.KEYS = {
     doc = "the attention pass on wgmma with TF32's products, or (fp16 precision, fp32 gS) with fp16 operands",
     kernels = { "attention_wg" }, limits = { "attention pass shared memory" },
     explore = function(shape, first) return (first.wg == 1 and shape.precision == 2) and { 1 - first.att_f16 } or {} end },
-  { name = "gq_f16", values = { 0, 1 }, default = 0,
+  -- On an H100 the calls 0.7-9.8% faster in fp16 where gS is in the workspace (B >= 2), 369.0 us in
+  -- geomean against 384.0 with gQ on TF32's wgmma.
+  { name = "gq_f16", values = { 0, 1 },
+    default = function(_, _, t) return t.att_f16 end,
+    default_doc = "att_f16's value",
     doc = "gQ on TF32's wgmma from fp32 gS, or on fp16 operands from gS the pass stores in fp16, where att_f16=1 "
           .. "and gS is in the workspace",
     kernels = { "attention_wg", "grad_query", "bias_grads" },

@@ -97,11 +97,15 @@ static void edit_attention_suite_compiles(void **state) {
          * live in the workspace, with small partials, the wgmma products' B
          * transposed (at most hidden_states and attention_output, [BT, 1024]
          * each, plus the two weights) and split-K partials; gS not where it is
-         * grad_edit_region_bias itself (gs_direct=1 at B = 1, the pass on wgmma). */
+         * grad_edit_region_bias itself (gs_direct=1 at B = 1, the pass on wgmma),
+         * and in fp16 (rows padded to a multiple of 8) where gQ takes fp16 operands. */
         const int gs_direct = shapes[i].batch == 1 && strstr(info.tiles, "gs_direct=1") &&
                               strstr(info.tiles, "wg_att=1") && strstr(info.tiles, " wg=1");
+        const int gs_f16 = !gs_direct && strstr(info.tiles, "gq_f16=1") && strstr(info.tiles, "att_f16=1") &&
+                           strstr(info.tiles, "gq_tma=0");
         const size_t bt = (size_t)(shapes[i].batch * shapes[i].seq_len), T = (size_t)shapes[i].seq_len;
-        const size_t floats = bt * 1024 + bt * 3072 + bt * 16 + (gs_direct ? 0 : bt * 16 * ((T + 3) / 4 * 4));
+        const size_t gs_floats = gs_direct ? 0 : gs_f16 ? bt * 16 * ((T + 7) / 8 * 8) / 2 : bt * 16 * ((T + 3) / 4 * 4);
+        const size_t floats = bt * 1024 + bt * 3072 + bt * 16 + gs_floats;
         assert_true(attnbwd_edit_attention_workspace(k) >= floats * 4);
         assert_true(attnbwd_edit_attention_workspace(k) <= floats * 4 + 2 * (bt + 4) * 1024 * 4 + ((size_t)256 << 20));
     }

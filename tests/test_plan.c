@@ -1005,10 +1005,11 @@ static void fp16_gq_plans(void **state) {
  * the fp16 TMA-fed wgmma path (templates/gemm_tma.cu, sm_90a), every B
  * transposed into fp16 with its K padded to a multiple of 8 and its tensor
  * map counting pairs of halves, and no projection product on TF32's wgmma;
- * gQ runs on TF32's wgmma kernel, as in TF32, and the attention pass on
- * wgmma with fp16 operands (att_f16; TF32's products with att_f16=0 or
- * gs_half=1, which reads v in fp32) (wg_gq=0 wg_att=0 keep them on
- * mma.sync); wg=0 keeps fp16 on mma.sync.
+ * the attention pass runs on wgmma with fp16 operands (att_f16; TF32's
+ * products with att_f16=0 or gs_half=1, which reads v in fp32) and gQ on
+ * fp16 wgmma from the fp16 gS it stores (gq_f16), except at B = 1, where gS
+ * goes straight to the output in fp32 and gQ runs on TF32's wgmma kernel
+ * (wg_gq=0 wg_att=0 keep them on mma.sync); wg=0 keeps fp16 on mma.sync.
  * fp32 keeps mma.sync and refuses wg=1. */
 static void fp16_wgmma_plans(void **state) {
     (void)state;
@@ -1028,7 +1029,11 @@ static void fp16_wgmma_plans(void **state) {
         assert_int_equal(tile(p.tiles, "wg_att"), 1);
         assert_int_equal(tile(p.tiles, "wg_gq"), 1);
         assert_int_equal(tile(p.tiles, "att_tma"), shapes[i][1] % 4 != 0);
-        assert_non_null(strstr(p.source, "tc::gemm_wg<")); /* gQ's batched product */
+        assert_int_equal(tile(p.tiles, "gq_f16"), 1);
+        if (shapes[i][0] > 1) /* gQ's product */
+            assert_non_null(strstr(p.source, "namespace gq16"));
+        else
+            assert_non_null(strstr(p.source, "tc::gemm_wg<"));
         int pass_on_wg = 0;
         for (int l = 0; l < p.n_launches; ++l) pass_on_wg += ends_with(p.launches[l].name, "_attention_wg");
         assert_int_equal(pass_on_wg, 1);
