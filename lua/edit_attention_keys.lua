@@ -168,7 +168,7 @@ M.KEYS = {
   { name = "att_f16", values = { 0, 1 },
     default = function(shape, _, t) return (shape.precision == 2 and t.wg_att == 1) and 1 or 0 end,
     default_doc = "1 for precision 2 where wg_att=1",
-    doc = "the attention pass on wgmma with TF32's products, or (fp16 precision, fp32 gS) with fp16 operands",
+    doc = "the attention pass on wgmma with TF32's products, or (fp16 precision, gs_half=0) with fp16 operands",
     kernels = { "attention_wg" }, limits = { "attention pass shared memory" },
     explore = function(shape, first) return (first.wg == 1 and shape.precision == 2) and { 1 - first.att_f16 } or {} end },
   -- On an H100 the calls 0.7-9.8% faster in fp16 where gS is in the workspace (B >= 2), 369.0 us in
