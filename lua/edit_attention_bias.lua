@@ -42,12 +42,11 @@ function M.within_cross(f)
   f.p.kernel("within_cross", { H, 1, 1 }, { f.p.wsp("wcpart"), "out:grad_within_edit_bias", "out:grad_cross_edit_bias" })
 end
 
--- gs_store=1, after the pass on lane bias_lane (1, or 3: a lane of their
--- own, free of grad_out_weight's kernels): the within/cross sums, or the
--- bias sums that read gS back.
+-- gs_store=1, on lane 1 after the pass: the within/cross sums, or the bias
+-- sums that read gS back.
 function M.after_pass(f)
   local p = f.p
-  p.on(f.t.bias_lane)
+  p.on(1)
   p.wait("attention")
   if f.pass_wc then
     M.within_cross(f)

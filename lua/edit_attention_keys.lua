@@ -113,10 +113,6 @@ M.KEYS = {
   { name = "side_start", values = { 0, 1, 2 }, default = 0,
     doc = "the side lanes start with the call, once gA is done, or once gA's B is transposed (where it is)",
     kernels = {}, explore = { 1 } },
-  { name = "bias_lane", values = { 1, 3 }, default = 1,
-    doc = "the edit-bias sums after the attention pass on lane 1, behind grad_out_weight's kernels, or on a lane "
-          .. "of their own, as the pass ends (where gs_store=1)",
-    kernels = { "bias_grads", "bias_final", "within_cross" }, explore = { 3 } },
   { name = "att_kb", values = { 1, 2, 3 },
     default = function(shape) -- two key blocks a block where its blocks still fill the GPU twice over, or T >= 800
       local nj = ceil_div(shape.seq_len, 64)

@@ -238,9 +238,7 @@ static void check_lanes(const kernel_plan *p) {
                 }
     }
     if (strstr(p->tiles, "fused=1")) {
-        /* bias_lane=3: the bias sums after the pass (gs_store=1) on a fourth lane */
-        const int own = strstr(p->tiles, "bias_lane=3") && strstr(p->tiles, "gs_store=1");
-        assert_int_equal(p->n_lanes, 3 + own);
+        assert_int_equal(p->n_lanes, 3);
         assert_true(side >= 4 && p->n_launches - side >= 4);
     } else {
         assert_int_equal(p->n_lanes, 1);
@@ -1455,48 +1453,6 @@ static void side_start2_plans(void **state) {
     gen_close(g);
 }
 
-/* bias_lane=3: the edit-bias sums after the pass (bias_grads and
- * bias_final, or within_cross where the pass makes the within/cross
- * partials) are lane 3's only launches, the first waiting on the pass's
- * signal; bias_lane=1 runs the same launches last on lane 1. */
-static void bias_lane_plans(void **state) {
-    (void)state;
-    gen_state *g = open_gen();
-    const int64_t shapes[][2] = {{1, 373}, {2, 449}, {2, 352}, {16, 176}, {64, 128}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i)
-        for (int precision = 0; precision <= 2; precision += 2) {
-            attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, shapes[i][0], 16, shapes[i][1], 1, precision};
-            kernel_plan p, q;
-            assert_int_equal(gen_plan(g, &s, "sm_90", "bias_lane=3", &p), ATTNBWD_OK);
-            assert_int_equal(gen_plan(g, &s, "sm_90", "bias_lane=1", &q), ATTNBWD_OK);
-            check_lanes(&p);
-            check_lanes(&q);
-            assert_int_equal(p.n_launches, q.n_launches);
-            int on3 = 0, first = -1, pass = -1;
-            for (int l = 0; l < p.n_launches; ++l) {
-                const plan_launch *x = &p.launches[l], *y = &q.launches[l];
-                const int sums = strstr(x->name, "_bias_grads") || strstr(x->name, "_bias_final") ||
-                                 strstr(x->name, "_within_cross");
-                assert_string_equal(x->name, y->name);
-                assert_int_equal(x->lane == 3, sums);
-                if (strstr(x->name, "_attention_wg")) pass = l;
-                if (sums) {
-                    assert_int_equal(y->lane, 1);
-                    on3++;
-                    if (first < 0) first = l;
-                }
-            }
-            assert_true(on3 >= 1 && pass >= 0 && first > pass);
-            int waits_pass = 0;
-            for (int w = 0; w < p.launches[first].n_waits; ++w)
-                waits_pass |= p.launches[first].waits[w] == p.launches[pass].signal;
-            assert_true(waits_pass);
-            kernel_plan_free(&p);
-            kernel_plan_free(&q);
-        }
-    gen_close(g);
-}
-
 /* pair_dsm=1 (given as tiles: not among the candidates until it has run on
  * a GPU): the pair launch's split products clustered (check_tma_pair), at
  * least one of them where the plan splits, and no reduce launch for them. */
@@ -1923,7 +1879,6 @@ int main(void) {
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(ga_row_dots_plans),
         cmocka_unit_test(side_start2_plans),
-        cmocka_unit_test(bias_lane_plans),
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(deterministic_plans),
         cmocka_unit_test(pair_dsm_plans),
