@@ -26,8 +26,10 @@ Tools:      by default problem 1 runs ours,eager,compile and problem 2 ours,ours
             own from the second call with the same arguments: the two should match). Every tool's output is
             checked, and a tool that fails the rule is timed and shown as FAIL, not left out.
 --profile:  for each tool, torch.profiler (CUPTI, CUDA activities) around --profile-calls calls, each after the
-            flush: the kernel with the largest share of the summed kernel time, its share, kernels per call, and
-            the summed kernel time a call (well under the tool's time: the GPU waited between its kernels).
+            flush: the kernel with the largest share of the busy time (the union of the tool's kernels; where
+            kernels run side by side each gets an even part of the stretch), its share, kernels per call, and
+            the summed kernel time a call (past the busy time where lanes overlap, under the tool's time where
+            the GPU waited between its kernels).
 
 What it does, in one process:
   * loads libattnbwd with ctypes, opens a context, gets one kernel per workload;
@@ -640,38 +642,53 @@ def measure_minimal_kernel(timer):
     return min(found), results
 
 
+def attributed_us(spans):
+    """Each kernel name's share of the time the kernels run, from spans [(name, start us, end us)]: every stretch
+    where n of them run side by side counts 1/n to each, so a kernel starved beside another gets the stretch it
+    shares, not its whole length. Returns ({name: us}, busy us: the union of the spans)."""
+    edges = sorted({t for _, s, e in spans for t in (s, e)})
+    out, busy = {}, 0.0
+    for lo, hi in zip(edges, edges[1:]):
+        running = [name for name, s, e in spans if s <= lo and e >= hi]
+        if running:
+            busy += hi - lo
+            for name in running:
+                out[name] = out.get(name, 0.0) + (hi - lo) / len(running)
+    return out, busy
+
+
 def kernel_summary(kernels, exclude, calls):
-    """Where a tool's device time goes. kernels: [(name, device us)], every kernel the profiler saw over `calls`
-    calls; exclude: names that are not the tool's (the flush and the spin). Shares are of the tool's summed kernel
-    time: the plan's lanes run kernels side by side, so the sum may pass the call's time. Returns {"top_kernel",
-    "top_share", "top_kernel_us" (a call's), "top_launches_per_call", "kernel_us_per_call", "kernels_per_call",
-    "kernels" (the five largest, [name, share])} or {"error"}. Kernels are told apart by name: the launches of one
-    name add up, as in torch.profiler's key_averages."""
-    total, launches = {}, {}
-    for name, us in kernels:
-        if name in exclude:
-            continue
-        total[name] = total.get(name, 0.0) + us
-        launches[name] = launches.get(name, 0) + 1
-    if not total or calls <= 0:
+    """Where a tool's device time goes. kernels: [(name, start us, end us)], every kernel the profiler saw over
+    `calls` calls; exclude: names that are not the tool's (the flush and the spin). The plan's lanes run kernels
+    side by side, so each kernel's time is its attributed share (attributed_us) of the busy time, the union of
+    the tool's kernels. Returns {"top_kernel", "top_share" (of the busy time), "top_kernel_us" (a call's),
+    "top_launches_per_call", "kernel_us_per_call" (summed lengths), "busy_us_per_call", "kernels_per_call",
+    "kernels" (the five largest, [name, share])} or {"error"}. Kernels are told apart by name: the launches of
+    one name add up, as in torch.profiler's key_averages."""
+    spans = [k for k in kernels if k[0] not in exclude]
+    if not spans or calls <= 0:
         return {"error": "no kernel of the tool recorded"}
-    busy = sum(total.values())
+    launches = {}
+    for name, _, _ in spans:
+        launches[name] = launches.get(name, 0) + 1
+    total, busy = attributed_us(spans)
     ranked = sorted(total.items(), key=lambda kv: -kv[1])
     top, top_us = ranked[0]
     return {"top_kernel": top, "top_share": top_us / busy if busy > 0 else 1.0, "top_kernel_us": top_us / calls,
-            "top_launches_per_call": launches[top] / calls, "kernel_us_per_call": busy / calls,
-            "kernels_per_call": sum(launches.values()) / calls, "calls": calls,
+            "top_launches_per_call": launches[top] / calls,
+            "kernel_us_per_call": sum(e - s for _, s, e in spans) / calls, "busy_us_per_call": busy / calls,
+            "kernels_per_call": len(spans) / calls, "calls": calls,
             "kernels": [[n, us / busy if busy > 0 else 0.0] for n, us in ranked[:5]]}
 
 
 def profiled_kernels(work, calls):
-    """[(name, device us)] of every GPU activity CUPTI records (torch.profiler) over `calls` calls of work."""
+    """[(name, start us, end us)] of every GPU activity CUPTI records (torch.profiler) over `calls` calls of work."""
     from torch.profiler import ProfilerActivity, profile
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             work()
         torch.cuda.synchronize()
-    return [(e.name, e.time_range.elapsed_us()) for e in prof.events()
+    return [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
             if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
@@ -684,7 +701,7 @@ def profile_tool(fn, timer, calls):
     global _flush_kernel_names
     try:
         if _flush_kernel_names is None:
-            _flush_kernel_names = {name for name, _ in profiled_kernels(timer.flush, 2)}
+            _flush_kernel_names = {name for name, _, _ in profiled_kernels(timer.flush, 2)}
 
         def work():
             timer.flush()
@@ -1141,7 +1158,7 @@ def parse_args(argv=None):
     ap.add_argument("--quick", action="store_true",
                     help="a try: --only 3 --iters 10 --warmup 3, each where not given")
     ap.add_argument("--profile", action="store_true",
-                    help="each tool: the kernel that takes the most of its time, and its summed kernel time "
+                    help="each tool: the kernel that takes the most of its busy time, and its summed kernel time "
                          "(torch.profiler around a few calls, each after the flush)")
     ap.add_argument("--profile-calls", type=int, default=5, help="calls under the profiler (--profile)")
     ap.add_argument("--dry-run", action="store_true",
@@ -1321,7 +1338,8 @@ def main(argv=None):
         result["precision"] = args.precision
         result["flop_formula"] = EditAttentionBwd.flop_formula + " (the spec's matrix work, 2 flops a multiply-add)"
     result["profile"] = ({"calls": args.profile_calls, "method": "torch.profiler (CUPTI), CUDA activities, each "
-                          "call after the flush; shares of the tool's summed kernel time"} if args.profile else None)
+                          "call after the flush; shares of the busy time, each stretch where kernels run side by side "
+                          "split evenly among them", "share_of": "busy"} if args.profile else None)
     if by_problem:
         result["geomean_by_problem"] = by_problem
     if args.json:

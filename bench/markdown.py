@@ -39,7 +39,7 @@ def short_kernel(name):
 
 
 def most_time(rec, name):
-    """The kernel with the largest share of the tool's kernel time (bench.py --profile): "name 48%", "x2" when it
+    """The kernel with the largest share of the tool's time (bench.py --profile): "name 48%", "x2" when it
     is launched twice a call."""
     pr = (rec["tools"].get(name) or {}).get("profile")
     if not pr:
@@ -227,7 +227,9 @@ def table(data):
         lines.append(f"Problem 2 (edit attention backward): floor = max(matrix flops / TF32 rate, bytes / copy "
                      f"bandwidth){fp16_floor}; matrix flops = {formula}; TFLOP/s = matrix flops / time.{peers}")
     if data.get("profile"):
-        lines.append(f"Most time: the kernel with the largest share of our call's summed kernel time, "
+        of = ("busy time (the union of its kernels)" if data["profile"].get("share_of") == "busy"
+              else "summed kernel time")
+        lines.append(f"Most time: the kernel with the largest share of our call's {of}, "
                      f"{data['profile']['method']} ({data['profile']['calls']} calls).")
     lines.append("")
     precision = data.get("precision")

@@ -120,28 +120,61 @@ class FloorModel(unittest.TestCase):
 class ProfileSummary(unittest.TestCase):
     FLUSH = {"fill_u8", "spin_kernel"}
 
+    @staticmethod
+    def in_turn(kernels, t0=0.0):
+        """(name, us) pairs as spans run one after another from t0."""
+        out, t = [], t0
+        for name, us in kernels:
+            out.append((name, t, t + us))
+            t += us
+        return out
+
     def test_top_kernel_and_share_leave_the_flush_out(self):
         calls = 2
-        kernels = [("fill_u8", 30.0), ("spin_kernel", 500.0)]
-        for _ in range(calls):
-            kernels += [("gemm", 60.0), ("transpose", 10.0), ("transpose", 15.0), ("attention", 40.0)]
+        kernels = self.in_turn([("fill_u8", 30.0), ("spin_kernel", 500.0)], -1000.0)
+        for c in range(calls):
+            kernels += self.in_turn([("gemm", 60.0), ("transpose", 10.0), ("transpose", 15.0), ("attention", 40.0)],
+                                    1000.0 * c)
         s = bench.kernel_summary(kernels, self.FLUSH, calls)
         self.assertEqual(s["top_kernel"], "gemm")
         self.assertAlmostEqual(s["top_share"], 60.0 / 125.0)
         self.assertAlmostEqual(s["top_kernel_us"], 60.0)
         self.assertAlmostEqual(s["kernel_us_per_call"], 125.0)
+        self.assertAlmostEqual(s["busy_us_per_call"], 125.0)
         self.assertEqual(s["kernels_per_call"], 4)
         self.assertEqual(s["top_launches_per_call"], 1)
         self.assertEqual([n for n, _ in s["kernels"]], ["gemm", "attention", "transpose"])
 
     def test_launches_of_one_name_add_up(self):
-        kernels = [("gemm", 50.0)] + [("transpose", 20.0)] * 3
+        kernels = self.in_turn([("gemm", 50.0)] + [("transpose", 20.0)] * 3)
         s = bench.kernel_summary(kernels, self.FLUSH, 1)
         self.assertEqual((s["top_kernel"], s["top_launches_per_call"]), ("transpose", 3))
         self.assertAlmostEqual(s["top_share"], 60.0 / 110.0)
 
+    def test_side_by_side_kernels_share_the_stretch(self):
+        # A transpose starved beside three short kernels runs 90 us; the gemm after them runs 60 alone. By summed
+        # lengths the transpose would lead (90 of 240 us); it shares each of its stretches, so the gemm does.
+        kernels = [("transpose", 0.0, 90.0), ("p", 0.0, 30.0), ("q", 30.0, 60.0), ("r", 60.0, 90.0),
+                   ("gemm", 90.0, 150.0)]
+        s = bench.kernel_summary(kernels, self.FLUSH, 1)
+        self.assertEqual(s["top_kernel"], "gemm")
+        self.assertAlmostEqual(s["top_share"], 60.0 / 150.0)
+        self.assertAlmostEqual(s["kernel_us_per_call"], 240.0)
+        self.assertAlmostEqual(s["busy_us_per_call"], 150.0)
+        self.assertEqual([n for n, _ in s["kernels"][:2]], ["gemm", "transpose"])
+        self.assertAlmostEqual(s["kernels"][1][1], 45.0 / 150.0)
+
+    def test_attributed_time_adds_up_to_the_busy_time(self):
+        total, busy = bench.attributed_us([("pass", 0.0, 80.0), ("transpose", 10.0, 90.0), ("gemm", 85.0, 100.0),
+                                           ("gemm", 120.0, 130.0)])
+        self.assertAlmostEqual(busy, 110.0)  # 0-100 and 120-130; the gap between is no one's
+        self.assertAlmostEqual(total["pass"], 10.0 + 35.0)
+        self.assertAlmostEqual(total["transpose"], 35.0 + 5.0 + 2.5)
+        self.assertAlmostEqual(total["gemm"], 2.5 + 10.0 + 10.0)
+        self.assertAlmostEqual(sum(total.values()), busy)
+
     def test_nothing_recorded_is_an_error(self):
-        self.assertIn("error", bench.kernel_summary([("fill_u8", 3.0)], self.FLUSH, 5))
+        self.assertIn("error", bench.kernel_summary([("fill_u8", 0.0, 3.0)], self.FLUSH, 5))
         self.assertIn("error", bench.kernel_summary([], self.FLUSH, 5))
 
 
@@ -207,6 +240,12 @@ class Report(unittest.TestCase):
         self.assertIn("fp16 floor/time", lines[fp16 + 2])
         self.assertIn("| 0.304 | `transpose` x4 31% | 14 |", lines[fp16 + 4])
         self.assertIn("| no profile |", lines[fp16 + 5])
+
+    def test_markdown_names_the_profiles_share(self):
+        data = load_canned()
+        self.assertIn("share of our call's summed kernel time", markdown.table(data))
+        data["profile"]["share_of"] = "busy"
+        self.assertIn("share of our call's busy time", markdown.table(data))
 
     def test_markdown_without_profile_or_peers(self):
         data = load_canned()
