@@ -7,9 +7,11 @@ where the GPU sits idle between kernels.
     python3 bench/timeline.py --lib build/libattnbwd.so suites/sol072_workload.jsonl --only 1,13 [--json F]
 
 Prints, per workload, the call's span (first kernel start to last kernel end, median of --iters calls), then
-per kernel of the median call: start and end in us from the call's first kernel, its length, its stream (the
-plan's lanes) and its name without the shape prefix. "busy" is the time some kernel of the call runs.
-"""
+per kernel of the median call: start and end in us from the call's first kernel, its length, its stream and
+its name without the shape prefix. "busy" is the time some kernel of the call runs. From the second call with
+the same arguments the library replays a CUDA graph of the plan, whose streams are the graph's own: a stream
+then holds kernels of more than one lane (the pair after a side lane's transpose, say), and the kernel names
+tell the plan's lanes (ATTNBWD_GRAPHS=0 launches every call on the lanes' streams instead)."""
 import argparse
 import json
 import os
@@ -103,10 +105,10 @@ def main():
         streams = {s: i for i, s in enumerate(sorted({k[3] for k in call}))}
         print(f"\n{prob.label(row)}: call {statistics.median(spans):.1f} us (median of {len(calls)}), "
               f"busy {busy_us(call):.1f} us, {len(call)} kernels", flush=True)
-        print(f"  {'start':>8} {'end':>8} {'us':>8}  lane  kernel")
+        print(f"  {'start':>8} {'end':>8} {'us':>8}  stream  kernel")
         kernels = []
         for name, s, e, st in call:
-            print(f"  {s - t0:8.1f} {e - t0:8.1f} {e - s:8.1f}  {streams[st]:>4}  {short(name)}")
+            print(f"  {s - t0:8.1f} {e - t0:8.1f} {e - s:8.1f}  {streams[st]:>6}  {short(name)}")
             kernels.append({"name": short(name), "start_us": s - t0, "end_us": e - t0, "stream": streams[st]})
         report.append({"label": prob.label(row), "call_us": statistics.median(spans), "busy_us": busy_us(call),
                        "kernels": kernels})
