@@ -7,6 +7,7 @@ Standard library only: runs anywhere, no GPU or PyTorch needed.
 """
 
 import json
+import math
 import os
 import re
 import sys
@@ -142,6 +143,38 @@ def precision_of(records, name, default):
     return found.pop() if len(found) == 1 else default
 
 
+def geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values and all(v > 0 for v in values) else None
+
+
+def error_table(records):
+    """Problem 2: our TF32 and fp16 calls' error against the fp64 reference side by side, where both were
+    checked: the largest absolute error over the 8 outputs, fp16's against TF32's, the share of elements within
+    the rule, and the output with the lowest share. None where no workload has both."""
+    both = [r for r in records if all(((r["tools"].get(t) or {}).get("check") or {}).get("max_abs_err") is not None
+                                      for t in ("ours", "ours_fp16"))]
+    if not both:
+        return None
+    head = ["B,T", "atol", "ours max-abs error", "ours_fp16 max-abs error", "fp16 / TF32", "ours match",
+            "ours_fp16 match", "worst outputs"]
+    lines = align(head, left=("B,T", "worst outputs"))
+    errs, ratios = {"ours": [], "ours_fp16": []}, []
+    for r in both:
+        a, b = (r["tools"][t]["check"] for t in ("ours", "ours_fp16"))
+        errs["ours"].append(a["max_abs_err"])
+        errs["ours_fp16"].append(b["max_abs_err"])
+        ratio = b["max_abs_err"] / a["max_abs_err"] if a["max_abs_err"] > 0 else None
+        if ratio is not None:
+            ratios.append(ratio)
+        worst = a.get("worst", "-") if a.get("worst") == b.get("worst") else f"{a.get('worst', '-')} / {b.get('worst', '-')}"
+        lines.append(row([r["label"], fmt(a.get("atol"), ".3g"), fmt(a["max_abs_err"], ".3g"),
+                          fmt(b["max_abs_err"], ".3g"), fmt(ratio, ".2f"), fmt(a.get("match_ratio"), ".5f"),
+                          fmt(b.get("match_ratio"), ".5f"), worst]))
+    lines.append(row(["**geomean**", "", fmt(geomean(errs["ours"]), ".3g"), fmt(geomean(errs["ours_fp16"]), ".3g"),
+                      fmt(geomean(ratios), ".2f"), "", "", ""]))
+    return lines
+
+
 def flops_tables(records, tools, g, precision=None):
     """Problem 2: the times of every tool, then a table for each of our tools."""
     lines = times_table(records, tools, g)
@@ -155,6 +188,12 @@ def flops_tables(records, tools, g, precision=None):
     for name in [t for t in tools if t.startswith("ours")]:
         lines += ["", f"**{name}** ({precision_of(records, name, precision or '?')}), per workload:", ""]
         lines += ours_table(records, name, g)
+    errors = error_table(records) if "ours" in tools and "ours_fp16" in tools else None
+    if errors:
+        lines += ["", "Error against the fp64 reference, TF32 (ours) and fp16 (ours_fp16): the largest absolute "
+                  "error over the 8 outputs, and the share of elements within the rule (|error| <= atol + rtol "
+                  "|reference| on at least 98% of each output):", ""]
+        lines += errors
     return lines
 
 

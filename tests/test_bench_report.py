@@ -241,6 +241,19 @@ class Report(unittest.TestCase):
         self.assertIn("| 0.304 | `transpose` x4 31% | 14 |", lines[fp16 + 4])
         self.assertIn("| no profile |", lines[fp16 + 5])
 
+    def test_markdown_puts_fp16_error_beside_tf32(self):
+        data = load_canned()
+        self.assertNotIn("Error against the fp64 reference", markdown.table(data))  # no max-abs errors recorded
+        for r, (tf32, fp16) in zip(data["workloads"], ((0.02, 0.03), (0.01, 0.01), (0.04, 0.02))):
+            r["tools"]["ours"]["check"].update(max_abs_err=tf32, atol=0.05)
+            r["tools"]["ours_fp16"]["check"].update(max_abs_err=fp16, atol=0.05, worst="grad_hidden_states")
+        lines = markdown.table(data).splitlines()
+        head = lines.index("| B,T | atol | ours max-abs error | ours_fp16 max-abs error | fp16 / TF32 | ours match | "
+                           "ours_fp16 match | worst outputs |")
+        self.assertEqual(lines[head + 2], "| 64,128 | 0.05 | 0.02 | 0.03 | 1.50 | 0.99990 | 0.99980 | "
+                                          "grad_qkv_bias / grad_hidden_states |")
+        self.assertTrue(lines[head + 5].startswith("| **geomean** |  | 0.02 | 0.0182 | 0.91 |"))
+
     def test_markdown_names_the_profiles_share(self):
         data = load_canned()
         self.assertIn("share of our call's summed kernel time", markdown.table(data))
