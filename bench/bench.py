@@ -82,7 +82,7 @@ sys.path.insert(0, os.path.join(REPO, "python"))
 from attnbwd import binding  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import fmt, tool_check, tool_value  # noqa: E402
+from report import fmt, geomean, tool_check, tool_value  # noqa: E402
 from attnbwd.binding import (ATTNBWD_EDIT_ATTENTION_BWD, ATTNBWD_OK, ATTNBWD_SOFTMAX_DROPOUT_BWD,  # noqa: E402
                              EDIT_INPUTS, EDIT_OUTPUTS, ORIGINS, EditAttentionArgs, KernelInfo, Options, Shape)
 
@@ -924,13 +924,6 @@ def run_workload(index, row, prob, lib, timer, args, copy_gbs, minimal_us, rates
 # ----------------------------------------------------------------------------------------------
 # Report
 # ----------------------------------------------------------------------------------------------
-
-def geomean(values):
-    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
-    if not values:
-        return None
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
 
 def ours_pass(rec):
     return tool_check(rec, "ours")

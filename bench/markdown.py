@@ -7,13 +7,12 @@ Standard library only: runs anywhere, no GPU or PyTorch needed.
 """
 
 import json
-import math
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import fmt, tool_check, tool_value  # noqa: E402
+from report import fmt, geomean, tool_check, tool_value  # noqa: E402
 
 
 def tool_time(rec, name):
@@ -143,10 +142,6 @@ def precision_of(records, name, default):
     return found.pop() if len(found) == 1 else default
 
 
-def geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values and all(v > 0 for v in values) else None
-
-
 def error_table(records):
     """Problem 2: our TF32 and fp16 calls' error against the fp64 reference side by side, where both were
     checked: the largest absolute error over the 8 outputs, fp16's against TF32's, the share of elements within
@@ -164,8 +159,7 @@ def error_table(records):
         errs["ours"].append(a["max_abs_err"])
         errs["ours_fp16"].append(b["max_abs_err"])
         ratio = b["max_abs_err"] / a["max_abs_err"] if a["max_abs_err"] > 0 else None
-        if ratio is not None:
-            ratios.append(ratio)
+        ratios.append(ratio)
         worst = a.get("worst", "-") if a.get("worst") == b.get("worst") else f"{a.get('worst', '-')} / {b.get('worst', '-')}"
         lines.append(row([r["label"], fmt(a.get("atol"), ".3g"), fmt(a["max_abs_err"], ".3g"),
                           fmt(b["max_abs_err"], ".3g"), fmt(ratio, ".2f"), fmt(a.get("match_ratio"), ".5f"),

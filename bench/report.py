@@ -1,5 +1,7 @@
 """What bench/bench.py and bench/markdown.py both read out of a result record: a value of one tool's run, its
-verdict under the public rule, and a number formatted or "-". Standard library only."""
+verdict under the public rule, a number formatted or "-", and the geometric mean of the known values. Standard
+library only."""
+import math
 
 
 def fmt(v, spec):
@@ -21,3 +23,11 @@ def tool_check(rec, tool):
     if "check" not in t:
         return "n/c"
     return "pass" if t["check"]["pass"] else "FAIL"
+
+
+def geomean(values):
+    """The geometric mean of the positive finite values (None and others left out); None where there are none."""
+    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))

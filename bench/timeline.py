@@ -46,19 +46,6 @@ def split_calls(events, gap_us=1000.0):
     return calls
 
 
-def busy_us(call):
-    """Time some kernel of the call runs: the union of their intervals."""
-    total, end = 0.0, None
-    for _, s, e, _ in sorted(call, key=lambda x: x[1]):
-        if end is None or s > end:
-            total += e - s
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
-
-
 def short(name):
     return re.sub(r"^edit_attention_bwd_B\d+_T\d+_p\d_", "", name)
 
@@ -103,14 +90,15 @@ def main():
         call = calls[med]
         t0 = min(k[1] for k in call)
         streams = {s: i for i, s in enumerate(sorted({k[3] for k in call}))}
+        _, busy = bench.attributed_us([(name, s, e) for name, s, e, _ in call])  # the union of their spans
         print(f"\n{prob.label(row)}: call {statistics.median(spans):.1f} us (median of {len(calls)}), "
-              f"busy {busy_us(call):.1f} us, {len(call)} kernels", flush=True)
+              f"busy {busy:.1f} us, {len(call)} kernels", flush=True)
         print(f"  {'start':>8} {'end':>8} {'us':>8}  stream  kernel")
         kernels = []
         for name, s, e, st in call:
             print(f"  {s - t0:8.1f} {e - t0:8.1f} {e - s:8.1f}  {streams[st]:>6}  {short(name)}")
             kernels.append({"name": short(name), "start_us": s - t0, "end_us": e - t0, "stream": streams[st]})
-        report.append({"label": prob.label(row), "call_us": statistics.median(spans), "busy_us": busy_us(call),
+        report.append({"label": prob.label(row), "call_us": statistics.median(spans), "busy_us": busy,
                        "kernels": kernels})
         del run, inputs
         torch.cuda.empty_cache()
