@@ -13,8 +13,11 @@ Needs matplotlib (`pip install matplotlib`); no GPU or PyTorch. The JSON says wh
 """
 
 import json
-import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import geomean  # noqa: E402
 
 # bench.py names torch.compile "compile" for problem 1 and "compile_tf32" for problem 2.
 COMPILE_TOOLS = ("compile_tf32", "compile")
@@ -52,9 +55,10 @@ def title(data):
     return f"{problem_name(data)}, {gpu_name(data)}, {data['date'][:10]}"
 
 
-def geomean(values):
-    values = [v for v in values if v]
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+def geomean_line(records, bars):
+    """Each bar's geomean us over the workloads where its tool passed; a tool that passed none is left out."""
+    means = ((label, geomean([tool_us(r, name) for r in records])) for name, label, _ in bars)
+    return ", ".join(f"{label} {g:.1f}" for label, g in means if g is not None)
 
 
 def tool_failed(record, name):
@@ -108,8 +112,7 @@ def plot_times(data, path, plt):
     ax.set_xticklabels([r["label"] for r in records], rotation=60, ha="right", fontsize=8)
     ax.set_xlabel("workload (" + ("B,T" if records and "floor_flops" in records[0] else "B,H,T,p") + ")")
     ax.set_ylabel("device time, us (log scale; median, cold L2)")
-    means = ", ".join(f"{label} {geomean([tool_us(r, name) for r in records]):.1f}" for name, label, _ in bars)
-    ax.set_title(f"{title(data)}\ngeomean us: {means}\nabove each workload: {ctool} time / attnbwd time"
+    ax.set_title(f"{title(data)}\ngeomean us: {geomean_line(records, bars)}\nabove each workload: {ctool} time / attnbwd time"
                  + ("; hatched: failed the public rule" if failed_any else ""), fontsize=8)
     low, high = ax.get_ylim()
     ax.set_ylim(low, high * 4)  # room for the legend above the bars (log scale)
@@ -128,6 +131,8 @@ def plot_speedup(paths, out, plt):
                   if tool_us(r, "ours") and tool_us(r, ctool)]
         ax.scatter(ratios, [row] * len(ratios), alpha=0.6, s=30)
         g = geomean(ratios)
+        if g is None:  # no workload where both ran and passed: no mean to mark
+            continue
         ax.scatter([g], [row], marker="|", s=400, color="black")
         ax.annotate(f"geomean {g:.2f}x", (g, row), textcoords="offset points", xytext=(6, 8), fontsize=8)
     ax.axvline(1.0, color="gray", linestyle="--", linewidth=1)

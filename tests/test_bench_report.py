@@ -294,6 +294,16 @@ class Plot(unittest.TestCase):
         self.assertTrue(plot.tool_failed(data["workloads"][1], "compile_fp16"))
         self.assertFalse(plot.tool_failed(data["workloads"][1], "compile_tf32"))
 
+    def test_geomean_line_leaves_out_a_tool_that_passed_nowhere(self):
+        data = load_canned()
+        bars = plot.time_bars(data)
+        for r in data["workloads"]:
+            r["tools"]["compile_fp16"]["ok"] = False
+        line = plot.geomean_line(data["workloads"], bars)
+        self.assertNotIn("nan", line)
+        self.assertNotIn(dict((t, label) for t, label, _ in bars)["compile_fp16"] + " ", line)
+        self.assertIn(dict((t, label) for t, label, _ in bars)["ours"] + " ", line)
+
     def test_times_plot_draws_a_png(self):
         try:
             import matplotlib
