@@ -54,9 +54,11 @@ local function product_rules(f)
   -- Whether a product's K slices go through the workspace to a reduce launch.
   function f.apart(g) return g.choice.splits > 1 and not g.choice.cluster and not f.adds_slices(g) end
   -- gA, TMA-fed and unsplit, makes the row dots from its accumulators
-  -- (templates/gemm_tma.cu's ROWDOT_T): no rowdot launch after it.
+  -- (templates/gemm_tma.cu's ROWDOT_T): no rowdot launch after it. fp16's
+  -- gA only with ga_dots=1.
   function f.makes_rowdots(g)
-    return g.rowdot and g.choice.tma == true and not g.choice.config.f16 and g.choice.splits == 1 and not g.ta and
+    return g.rowdot and g.choice.tma == true and g.choice.splits == 1 and not g.ta and
+           (not g.choice.config.f16 or t.ga_dots == 1) and
            not g.c_t and not f.gs_half and tma_smem(g.choice.config, g.ta, true) <= smem_limit(arch)
   end
   -- A product whose A's column sums are a bias gradient makes them itself

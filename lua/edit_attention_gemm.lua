@@ -83,7 +83,7 @@ local function gemm(f, g)
     values, args, sums = tma_product(f, g)
     values.NAME, values.COMMENT = kname, g.comment .. (g.b_direct and "" or "; B transposed")
     if f.makes_rowdots(g) then -- attention_output's 128-row boxes of 32 columns, swizzled
-      values.T = f.T
+      values.T, values.RAW = f.T, c.f16 and c.raw or 0 -- TF32's gA reads A as stored: no raw tiles
       p.render("gemm_tma_rowdot_kernel.cu", values)
       p.kernel(g.name, grid, { args[1], args[2], args[3], "f32:one",
                                string.format("tmap:%d:%d:%d:%d:%d:1:in:attention_output", f.BT, HID, HID, c.bm, GEMM_BK),

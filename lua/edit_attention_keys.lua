@@ -180,6 +180,12 @@ M.KEYS = {
           .. "and gS is in the workspace",
     kernels = { "attention_wg", "grad_query", "bias_grads" },
     explore = function(_, first) return first.att_f16 == 1 and { 1 - first.gq_f16 } or {} end },
+  -- Off until an A/B on a GPU: checked on the CPU only (tests/test_emu_f16.cpp's rowdot_case).
+  { name = "ga_dots", values = { 0, 1 }, default = 0,
+    doc = "fp16's TMA-fed unsplit gA: the row dots by a rowdot launch reading gA back, or (1) from its "
+          .. "accumulators, as TF32's gA makes them",
+    kernels = { "grad_attn_out", "rowdot" },
+    explore = function(shape, first) return (first.wg == 1 and shape.precision == 2) and { 1 } or {} end },
 }
 
 -- Candidates of more than one key at once, laid over the heuristic's tiles

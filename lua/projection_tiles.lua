@@ -118,11 +118,15 @@ local TMA_F16_CONFIGS = {
   { bm = 128, bn = 128, stages = 4, raw = 2, per_sm = 1, rate = 2.2e12, f16 = true },
 }
 M.F16_BK = 64
--- rowdot (gA's row dots, gemm_tma's ROWDOT_T): a head of attention_output
--- (bm x 64 floats) and a barrier a head beyond the stages. An fp16 config
--- (c.f16): stages of fp16 tiles and raw fp32 tiles of 64 k, no row dots.
+-- rowdot (gA's row dots, gemm_tma's ROWDOT_T): a barrier a head, and a
+-- head of attention_output (bm x 64 floats) beyond the stages. An fp16
+-- config (c.f16): stages of fp16 tiles and raw fp32 tiles of 64 k, which
+-- take the row dots' first heads (no region of their own).
 function M.tma_smem(c, ta, rowdot)
-  if c.f16 then return (c.stages * (c.bm + c.bn) * 32 + c.raw * c.bm * 64) * 4 + (3 * c.stages + c.raw) * 8 + 1024 end
+  if c.f16 then
+    return (c.stages * (c.bm + c.bn) * 32 + c.raw * c.bm * 64) * 4 + (3 * c.stages + c.raw) * 8 + 1024 +
+           (rowdot and c.bn // 64 * 8 or 0)
+  end
   return (c.stages * (c.bm + c.bn) + (ta and c.raw * c.bm or 0)) * GEMM_BK * 4 + (3 * c.stages + c.raw) * 8 + 1024 +
          (rowdot and c.bm * 64 * 4 + c.bn // 64 * 8 or 0)
 end

@@ -53,8 +53,10 @@
 // rows, N = 1024 columns, 16 heads of 64) made from the block's accumulators,
 // so no rowdot launch reads gA back. The TMA warp brings the tile's
 // attention_output (map_o: 128-row boxes of 32 columns, swizzled) once its
-// k tiles are asked for: head 0 into a region of its own, heads 1.. into the
-// stages of the last k tiles as the consumers give them back. Each thread
+// k tiles are asked for: TF32, head 0 into a region of its own; fp16, the
+// first RAW heads into the raw tiles as the producer gives them back; the
+// other heads into the stages of the last k tiles as the consumers give them
+// back (rowdot_heads' places). Each thread
 // adds its 16 products of a row and head in the order of tc::store_head_dot's
 // shuffle tree (its lanes' column pairs are a thread's 8 here, times the
 // quad's 4): the same bits as the rowdot kernel's.
@@ -86,8 +88,8 @@
 //   the producer's three prep warps write it into the stage's fp16 tile,
 //   rounded to nearest (cvt.rn, as the mma.sync path rounds), then give the
 //   raw tile back. COLSUM sums the raw fp32 values as TF32's TA does.
-// - Not here: ROWDOT_T (the plan launches rowdot), B_ROUND (the plan
-//   transposes every B), A_TRUNC (A is always converted).
+// - Not here: B_ROUND (the plan transposes every B), A_TRUNC (A is always
+//   converted).
 namespace tc {
 
 // The operands a TMA-fed product's wgmmas take from its stages.
@@ -218,6 +220,23 @@ __device__ __forceinline__ void convert_a_f16(const float *raw, float *As, int p
     }
 }
 
+// ROWDOT: where head h of a tile's attention_output goes. Heads from
+// FIRST_STAGED on go into the stage of "k tile" ktiles + h - FIRST_STAGED,
+// whose last real tile (at most ktiles - 2) is given back; fp16's heads h <
+// RAW into raw tile (ktiles + h) % RAW, as its "raw k tile" ktiles + h, once
+// the producer has converted its last real one; TF32's head 0 into a region of
+// its own (head0).
+template <int FIRST_STAGED> __device__ __forceinline__ int rowdot_head_k_tile(int h, int ktiles) {
+    return ktiles + h - (h < FIRST_STAGED ? 0 : FIRST_STAGED);
+}
+template <bool F16, int FIRST_STAGED, int STAGES, int STAGE, int RAW, int RAW_TILE>
+__device__ __forceinline__ float *rowdot_head(int h, int ktiles, float *smem, float *raw, float *head0) {
+    const int j = rowdot_head_k_tile<FIRST_STAGED>(h, ktiles);
+    if (h >= FIRST_STAGED) return smem + j % STAGES * STAGE;
+    if constexpr (F16) return raw + j % RAW * RAW_TILE;
+    return head0;
+}
+
 template <i64 M, i64 N, i64 K, bool TA, int BM, int BN, int STAGES, int RAW, i64 KSPLIT, bool COLSUM = false,
           bool A_TRUNC = false, bool B_ROUND = false, bool C_T = false, int CLUSTER = 1,
           bool IN_CLUSTER = (CLUSTER > 1), bool RED = false, i64 ROWDOT_T = 0,
@@ -233,10 +252,14 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     constexpr int TX_BYTES = (B_TILE + (RAW_A ? RAW_TILE : A_TILE)) * 4; // what the TMA writes a k tile
     constexpr bool ROWDOT = ROWDOT_T > 0;
     constexpr int HEADS = ROWDOT ? BN / 64 : 0, HEAD_TILE = BM * 64; // attention_output a head: two boxes
-    static_assert(!ROWDOT || (!F16 && !TA && !C_T && !RED && CLUSTER == 1 && KSPLIT >= K && N == 1024 && BN % 64 == 0 &&
-                              HEADS <= STAGES && HEAD_TILE <= STAGE && K >= 32 * STAGES),
-                  "row dots: gA unsplit, C as stored, a head of attention_output fits a stage, and the last "
-                  "HEADS - 1 k tiles' stages are given back before the end");
+    // ROWDOT: heads 0 .. FIRST_STAGED - 1 in a region of their own (TF32) or
+    // the raw tiles (fp16), the rest in stages.
+    constexpr int FIRST_STAGED = F16 ? RAW : 1;
+    static_assert(!ROWDOT || (!TA && !C_T && !RED && CLUSTER == 1 && KSPLIT >= K && N == 1024 && BN % 64 == 0 &&
+                              HEADS - FIRST_STAGED <= STAGES - 1 && HEAD_TILE <= STAGE && K >= BK * STAGES &&
+                              (!F16 || (HEAD_TILE == RAW_TILE && RAW <= STAGES))),
+                  "row dots: gA unsplit, C as stored, a head of attention_output fits a stage (fp16: a raw "
+                  "tile), and the stages of the last k tiles it takes are given back before the end");
     // BM = 256 would need 640 threads, too many for the accumulators' registers.
     static_assert(BM == 128 && (BN == 128 || BN == 256) && STAGES >= 2 && KSPLIT % BK == 0, "tma product tiles");
     static_assert(M < (1ll << 31) && N < (1ll << 31) && K < (1ll << 31), "TMA coordinates are 32-bit");
@@ -261,8 +284,8 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         smem = reinterpret_cast<float *>(smem4) + ((1024 - raw_addr % 1024) % 1024) / 4; // launch asks 1 KiB more
     }
     float *raw = smem + STAGES * STAGE;
-    float *head0 = raw + (RAW_A ? RAW : 0) * RAW_TILE; // ROWDOT: attention_output's first head of the tile
-    unsigned long long *full = reinterpret_cast<unsigned long long *>(head0 + (ROWDOT ? HEAD_TILE : 0));
+    float *head0 = raw + (RAW_A ? RAW : 0) * RAW_TILE; // ROWDOT, TF32: attention_output's first head of the tile
+    unsigned long long *full = reinterpret_cast<unsigned long long *>(head0 + (ROWDOT && !F16 ? HEAD_TILE : 0));
     unsigned long long *ready = full + STAGES, *empty = ready + STAGES, *raw_free = empty + STAGES;
     unsigned long long *head_full = raw_free + RAW; // ROWDOT: one a head
 
@@ -282,10 +305,6 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     const int m0 = (int)((i64)by * BM), n0 = (int)((i64)bx * BN);
     const i64 kbeg = (i64)split * KSPLIT, kend = kbeg + KSPLIT < K ? kbeg + KSPLIT : K;
     const int ktiles = (int)((kend - kbeg + BK - 1) / BK);
-    // ROWDOT: head h > 0 of the tile's attention_output goes into the stage
-    // of "k tile" ktiles + h - 1, whose last real tile (ktiles + h - 1 -
-    // STAGES <= ktiles - 2) is given back; head 0 into its own region.
-    const auto head_stage = [&](int h) { return (ktiles + h - 1) % STAGES; };
 
     if (threadIdx.x < 32) { // the TMA warp
         if (threadIdx.x != 0) return;
@@ -311,11 +330,10 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
         }
         if constexpr (ROWDOT) {
             for (int h = 0; h < HEADS; ++h) {
-                float *dst = head0;
-                if (h > 0) {
-                    mbar_wait(&empty[head_stage(h)], ((ktiles + h - 1) / STAGES - 1) & 1);
-                    dst = smem + head_stage(h) * STAGE;
-                }
+                const int j = rowdot_head_k_tile<FIRST_STAGED>(h, ktiles);
+                if (h >= FIRST_STAGED) mbar_wait(&empty[j % STAGES], (j / STAGES - 1) & 1);
+                else if constexpr (F16) mbar_wait(&raw_free[j % RAW], (j / RAW - 1) & 1);
+                float *dst = rowdot_head<F16, FIRST_STAGED, STAGES, STAGE, RAW, RAW_TILE>(h, ktiles, smem, raw, head0);
                 mbar_expect_tx(&head_full[h], HEAD_TILE * 4);
                 tma_load_2d(dst, map_o, &head_full[h], n0 + 64 * h, m0);
                 tma_load_2d(dst + BM * 32, map_o, &head_full[h], n0 + 64 * h + 32, m0);
@@ -433,7 +451,7 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     if constexpr (ROWDOT) {
         for (int h = 0; h < HEADS; ++h) {
             mbar_wait(&head_full[h], 0);
-            const float *tile = h == 0 ? head0 : smem + head_stage(h) * STAGE;
+            const float *tile = rowdot_head<F16, FIRST_STAGED, STAGES, STAGE, RAW, RAW_TILE>(h, ktiles, smem, raw, head0);
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int row = wrow + g + 8 * e; // of the tile; row % 8 == g

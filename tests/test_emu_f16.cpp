@@ -139,6 +139,50 @@ bool gemm_case(std::vector<long long> row_tiles = {}) {
     return ok;
 }
 
+// gA with the attention pass's row dots (ROWDOT_T): C = A @ B over M = B*T
+// rows and N = 1024 columns in fp16, and D[b, h, i] = C[b*T+i, head h] .
+// O[b*T+i, head h], O attention_output's stand-in: C against the products, D
+// bit for bit against the rowdot kernel's order of summation
+// (tc::store_head_dot) over the stored C, every D written. The first RAW
+// heads of a tile go through the raw tiles, the others (BN = 256) through the
+// stages of the last k tiles: K = 64 * STAGES is the fewest k tiles allowed.
+template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot_case() {
+    constexpr int BM = 128, RAW = 2;
+    constexpr long long M = B * T, N = 1024;
+    product p(M, N, K, false, BN, K);
+    std::vector<float> O(M * N), D(B * 16 * T, NAN);
+    for (auto &x : O) x = (float)uniform_pm1();
+    const tc::tma_map mo{O.data(), M, N, N, BM, 32, 1};
+    const int gx = (int)(N / BN), gy = (int)((M + BM - 1) / BM);
+    emu_launch((unsigned)(gx * gy), tc::gemm_tma_threads(BM), [&] {
+        const int t = (int)blockIdx.x;
+        tc::gemm_tma<M, N, K, false, BM, BN, STAGES, RAW, K, false, false, false, false, 1, false, false, T,
+                     tc::tma_operands::f16>(&p.ma, &p.mb, p.C.data(), N, 1.f, 0, nullptr, t % gx, t / gx, &mo,
+                                            D.data());
+    });
+    std::vector<long long> every_tile;
+    for (int y = 0; y < gy; ++y) every_tile.push_back(y);
+    double w16, w, refmax;
+    p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, every_tile, w16, w, refmax);
+    long long unequal = 0;
+    for (long long r = 0; r < M; ++r)
+        for (int h = 0; h < 16; ++h) {
+            const float *x = &p.C[r * N + 64 * h], *y = &O[r * N + 64 * h];
+            float s[32], next[32];
+            for (int l = 0; l < 32; ++l) s[l] = fmaf(x[2 * l], y[2 * l], x[2 * l + 1] * y[2 * l + 1]);
+            for (int o = 16; o > 0; o >>= 1) {
+                for (int l = 0; l < 32; ++l) next[l] = s[l] + s[l ^ o];
+                memcpy(s, next, sizeof s);
+            }
+            unequal += __float_as_uint(s[0]) != __float_as_uint(D[((r / T) * 16 + h) * T + r % T]);
+        }
+    const bool ok = close_enough(w16, w, refmax) && unequal == 0;
+    printf("%s gemm_tma f16 ROWDOT BN=%d STAGES=%d B=%lld T=%lld K=%lld: max abs err %.3g against the fp16 operands' "
+           "product (of %.3g), %lld of %lld row dots unlike the rowdot kernel's\n", ok ? "PASS" : "FAIL", BN, STAGES,
+           B, T, K, w16, refmax, unequal, B * 16 * T);
+    return ok;
+}
+
 // The pair launch of tests/CMakeLists.txt's emu_pair_f16: grad_hidden's
 // form (A [M, K]) in 2 slices of 128, then grad_qkv_weight's (TA, column
 // sums) unsplit, 4 + 2 blocks.
@@ -175,6 +219,9 @@ int main() {
     // K slices added across a cluster (3), and by atomics (2, TA with column sums).
     failed += !gemm_case<false, 256, 3, 200, 256, 320, 128, false, true>();
     failed += !gemm_case<true, 128, 4, 130, 200, 300, 192, true, false, true>();
+    // gA's row dots: four heads a tile (two in the stages), two (both in the raw tiles), more k tiles there.
+    failed += !rowdot_case<256, 3, 4, 75, 192>();
+    failed += !rowdot_case<128, 4, 130, 1, 320>();
     failed += !pair_case();
     printf("%d failed\n", failed);
     return failed ? 1 : 0;

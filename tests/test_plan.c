@@ -1322,6 +1322,55 @@ static void ga_row_dots_plans(void **state) {
     gen_close(g);
 }
 
+/* fp16 on sm_90 (gA TMA-fed and unsplit on fp16 operands): a rowdot launch
+ * makes the row dots by default; with ga_dots=1 gA's launch makes them
+ * (attention_output's map, raw A tiles: RAW = 2, ROWDOT_T = T, fp16
+ * operands) and none follows, the pass reading the same D either way. */
+static void fp16_ga_dots_plans(void **state) {
+    (void)state;
+    gen_state *g = open_gen();
+    const int64_t shapes[][2] = {{64, 128}, {2, 449}, {32, 773}};
+    for (size_t i = 0; i < 3; ++i) {
+        const int64_t B = shapes[i][0], T = shapes[i][1];
+        attnbwd_shape s = {ATTNBWD_EDIT_ATTENTION_BWD, B, 16, T, 1, ATTNBWD_PRECISION_FP16};
+        char d[2][64];
+        for (int dots = 0; dots <= 1; ++dots) {
+            kernel_plan p;
+            assert_int_equal(gen_plan(g, &s, "sm_90", dots ? "ga_dots=1" : "", &p), ATTNBWD_OK);
+            const plan_launch *ga = launch_named(&p, "_grad_attn_out"), *pass = launch_named(&p, "_attention_wg");
+            const plan_launch *rowdot = launch_named(&p, "_rowdot");
+            assert_non_null(ga);
+            assert_non_null(pass);
+            assert_int_equal(ga->grid[2], 1);
+            assert_int_equal(strncmp(ga->args[0], "tmap:", 5), 0);
+            if (dots) {
+                assert_null(rowdot);
+                assert_int_equal(ga->n_args, 6);
+                char map[96];
+                snprintf(map, sizeof map, "tmap:%lld:1024:1024:128:32:1:in:attention_output", (long long)(B * T));
+                assert_string_equal(ga->args[4], map);
+                snprintf(d[dots], sizeof d[dots], "%s", ga->args[5]);
+                const char *call = strstr(strstr(p.source, "_grad_attn_out("), "tc::gemm_tma<");
+                assert_non_null(call);
+                assert_int_equal(template_arg(call, 7), 2);  /* RAW */
+                assert_int_equal(template_arg(call, 16), T); /* ROWDOT_T */
+                const char *end = strstr(call, ">(");
+                const char *f16 = strstr(call, "tma_operands::f16");
+                assert_true(f16 != NULL && f16 < end);
+            } else {
+                assert_non_null(rowdot);
+                assert_int_equal(ga->n_args, 5);
+                assert_string_equal(rowdot->args[0], ga->args[2]); /* gA */
+                snprintf(d[dots], sizeof d[dots], "%s", rowdot->args[2]);
+            }
+            assert_string_equal(pass->args[1], d[dots]);
+            kernel_plan_free(&p);
+        }
+        assert_string_equal(d[0], d[1]);
+    }
+    gen_close(g);
+}
+
 /* The outputs a plan says come out of sums in no fixed order (check's reruns
  * compare those up to the order): exactly the outputs of the TMA-fed
  * products that add their K slices by atomics (splitk_red; output 0
@@ -1879,6 +1928,7 @@ int main(void) {
         cmocka_unit_test(ga_tma2_plans),
         cmocka_unit_test(ga_row_dots_plans),
         cmocka_unit_test(side_start2_plans),
+        cmocka_unit_test(fp16_ga_dots_plans),
         cmocka_unit_test(unordered_outputs_plans),
         cmocka_unit_test(deterministic_plans),
         cmocka_unit_test(pair_dsm_plans),
