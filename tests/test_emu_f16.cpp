@@ -8,8 +8,9 @@
 // of 1024 and 3072 (their tiles, K split as the plan splits it), M from 1 to
 // past 65536 (only the first and last row tiles run there), M not a multiple
 // of 64; the column sums (COLSUM), the slices added across a cluster or by
-// atomics; and a pair launch of two (templates/gemm_tma_pair_kernel.cu
-// rendered by tests/CMakeLists.txt).
+// atomics; gA making the attention pass's row dots (ROWDOT_T); and a pair
+// launch of two (templates/gemm_tma_pair_kernel.cu rendered by
+// tests/CMakeLists.txt).
 #include "cuda_on_cpu.h"
 
 #include <cmath>

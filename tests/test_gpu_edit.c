@@ -102,7 +102,7 @@ static run tiled_run(int64_t B, int64_t T, double p, unsigned flags, const char 
     return tiled_run_at(ATTNBWD_PRECISION_TF32, B, T, p, flags, tiles);
 }
 
-enum { MAX_RUNS = 176 };
+enum { MAX_RUNS = 192 };
 
 /* Appends r to runs[0 .. *n); one case too many fails the test before it is written past the array. */
 static void add_run(run *runs, size_t *n, run r) {
@@ -353,6 +353,13 @@ int main(void) {
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 1000, 0.1, MASK0, "gq_f16=1 gq_red=2 gq_pair=1"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 129, 0.25, MASK0, "gq_f16=1 gq_red=2 att_kb=2 att_items=2"));
     add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 5, 256, 0.1, 0, "gq_f16=1 gq_red=1 gq_pair=1 gq_bn=64 gq_stages=3"));
+    /* fp16's gA making the row dots (ga_dots=1): T = 1 and 17, B*T = 300 (a partial row tile), T = 1000, and
+     * 128x256 tiles at B = 16, T = 691. */
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 1, 0.1, 0, "ga_dots=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 2, 17, 0.1, MASK0, "ga_dots=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 4, 75, 0.0, MASK0 | BIASES, "ga_dots=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 3, 1000, 0.1, MASK0, "ga_dots=1"));
+    add_run(runs, &n, tiled_run_at(ATTNBWD_PRECISION_FP16, 16, 691, 0.1, MASK0, "ga_dots=1"));
     free(suite);
 
     attnbwd_ctx *ctx = NULL;
