@@ -17,6 +17,7 @@
 
 #include "tc_common.cu"
 #include "gemm_tma.cu"
+#include "row_dots.h"
 
 #undef __shared__
 #define __shared__ static // the transpose's tile: one block runs at a time
@@ -165,18 +166,7 @@ template <int BN, int STAGES, long long B, long long T, long long K> bool rowdot
     for (int y = 0; y < gy; ++y) every_tile.push_back(y);
     double w16, w, refmax;
     p.error([&](long long m, long long n) { return (double)p.C[m * N + n]; }, every_tile, w16, w, refmax);
-    long long unequal = 0;
-    for (long long r = 0; r < M; ++r)
-        for (int h = 0; h < 16; ++h) {
-            const float *x = &p.C[r * N + 64 * h], *y = &O[r * N + 64 * h];
-            float s[32], next[32];
-            for (int l = 0; l < 32; ++l) s[l] = fmaf(x[2 * l], y[2 * l], x[2 * l + 1] * y[2 * l + 1]);
-            for (int o = 16; o > 0; o >>= 1) {
-                for (int l = 0; l < 32; ++l) next[l] = s[l] + s[l ^ o];
-                memcpy(s, next, sizeof s);
-            }
-            unequal += __float_as_uint(s[0]) != __float_as_uint(D[((r / T) * 16 + h) * T + r % T]);
-        }
+    const long long unequal = row_dots_unequal(p.C.data(), O.data(), D.data(), M, T);
     const bool ok = close_enough(w16, w, refmax) && unequal == 0;
     printf("%s gemm_tma f16 ROWDOT BN=%d STAGES=%d B=%lld T=%lld K=%lld: max abs err %.3g against the fp16 operands' "
            "product (of %.3g), %lld of %lld row dots unlike the rowdot kernel's\n", ok ? "PASS" : "FAIL", BN, STAGES,

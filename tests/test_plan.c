@@ -1270,6 +1270,22 @@ static void ga_tma2_plans(void **state) {
     gen_close(g);
 }
 
+/* gA's launch making the row dots: six arguments, attention_output's map
+ * (128-row boxes of 32 columns, swizzled) fifth, the row dots sixth, and
+ * ROWDOT_T = T in its gemm_tma call, which it returns. */
+static const char *ga_row_dots_call(const kernel_plan *p, const plan_launch *ga, int64_t B, int64_t T) {
+    assert_int_equal(ga->n_args, 6);
+    char map[96];
+    snprintf(map, sizeof map, "tmap:%lld:1024:1024:128:32:1:in:attention_output", (long long)(B * T));
+    assert_string_equal(ga->args[4], map);
+    const char *src = strstr(p->source, "_grad_attn_out(");
+    assert_non_null(src);
+    const char *call = strstr(src, "tc::gemm_tma<");
+    assert_non_null(call);
+    assert_int_equal(template_arg(call, 16), T); /* ROWDOT_T */
+    return call;
+}
+
 /* Where gA is TMA-fed and unsplit (the heuristic's), its launch makes the
  * row dots (attention_output's map, 128-row boxes of 32 columns, swizzled;
  * the workspace's D, which the pass reads) and no rowdot launch follows;
@@ -1297,16 +1313,8 @@ static void ga_row_dots_plans(void **state) {
                 snprintf(d[fused], sizeof d[fused], "%s", reduce->args[3]);
             } else if (fused) {
                 assert_null(rowdot);
-                assert_int_equal(ga->n_args, 6);
-                char map[96];
-                snprintf(map, sizeof map, "tmap:%lld:1024:1024:128:32:1:in:attention_output", (long long)(B * T));
-                assert_string_equal(ga->args[4], map);
+                ga_row_dots_call(&p, ga, B, T);
                 snprintf(d[fused], sizeof d[fused], "%s", ga->args[5]);
-                const char *src = strstr(p.source, "_grad_attn_out(");
-                assert_non_null(src);
-                const char *call = strstr(src, "tc::gemm_tma<");
-                assert_non_null(call);
-                assert_int_equal(template_arg(call, 16), T); /* ROWDOT_T */
             } else {
                 assert_non_null(rowdot);
                 assert_int_equal(ga->n_args, 4); /* wgmma, not TMA-fed: A, B transposed, C, alpha */
@@ -1345,15 +1353,9 @@ static void fp16_ga_dots_plans(void **state) {
             assert_int_equal(strncmp(ga->args[0], "tmap:", 5), 0);
             if (dots) {
                 assert_null(rowdot);
-                assert_int_equal(ga->n_args, 6);
-                char map[96];
-                snprintf(map, sizeof map, "tmap:%lld:1024:1024:128:32:1:in:attention_output", (long long)(B * T));
-                assert_string_equal(ga->args[4], map);
+                const char *call = ga_row_dots_call(&p, ga, B, T);
                 snprintf(d[dots], sizeof d[dots], "%s", ga->args[5]);
-                const char *call = strstr(strstr(p.source, "_grad_attn_out("), "tc::gemm_tma<");
-                assert_non_null(call);
-                assert_int_equal(template_arg(call, 7), 2);  /* RAW */
-                assert_int_equal(template_arg(call, 16), T); /* ROWDOT_T */
+                assert_int_equal(template_arg(call, 7), 2); /* RAW */
                 const char *end = strstr(call, ">(");
                 const char *f16 = strstr(call, "tma_operands::f16");
                 assert_true(f16 != NULL && f16 < end);
