@@ -112,7 +112,8 @@ def plot_times(data, path, plt):
     ax.set_xticklabels([r["label"] for r in records], rotation=60, ha="right", fontsize=8)
     ax.set_xlabel("workload (" + ("B,T" if records and "floor_flops" in records[0] else "B,H,T,p") + ")")
     ax.set_ylabel("device time, us (log scale; median, cold L2)")
-    ax.set_title(f"{title(data)}\ngeomean us: {geomean_line(records, bars)}\nabove each workload: {ctool} time / attnbwd time"
+    ax.set_title(f"{title(data)}\ngeomean us: {geomean_line(records, bars)}"
+                 f"\nabove each workload: {ctool} time / attnbwd time"
                  + ("; hatched: failed the public rule" if failed_any else ""), fontsize=8)
     low, high = ax.get_ylim()
     ax.set_ylim(low, high * 4)  # room for the legend above the bars (log scale)

@@ -56,7 +56,7 @@
 // k tiles are asked for: TF32, head 0 into a region of its own; fp16, the
 // first RAW heads into the raw tiles as the producer gives them back; the
 // other heads into the stages of the last k tiles as the consumers give them
-// back (rowdot_heads' places). Each thread
+// back (rowdot_head). Each thread
 // adds its 16 products of a row and head in the order of tc::store_head_dot's
 // shuffle tree (its lanes' column pairs are a thread's 8 here, times the
 // quad's 4): the same bits as the rowdot kernel's.
@@ -451,7 +451,8 @@ __device__ __forceinline__ void gemm_tma(const tma_map *map_a, const tma_map *ma
     if constexpr (ROWDOT) {
         for (int h = 0; h < HEADS; ++h) {
             mbar_wait(&head_full[h], 0);
-            const float *tile = rowdot_head<F16, FIRST_STAGED, STAGES, STAGE, RAW, RAW_TILE>(h, ktiles, smem, raw, head0);
+            const float *tile =
+                rowdot_head<F16, FIRST_STAGED, STAGES, STAGE, RAW, RAW_TILE>(h, ktiles, smem, raw, head0);
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
                 const int row = wrow + g + 8 * e; // of the tile; row % 8 == g

@@ -6,8 +6,7 @@ extern "C" __global__ void __launch_bounds__(tc::gemm_tma_threads({{BM}}), 1) {{
 {{NAME}}(const __grid_constant__ tc::tma_map map_a, const __grid_constant__ tc::tma_map map_b,
          float *__restrict__ C, float alpha, const __grid_constant__ tc::tma_map map_o, float *__restrict__ rowdot) {
     tc::pdl_enter();
-    tc::gemm_tma<{{M}}, {{N}}, {{K}}, false, {{BM}}, {{BN}}, {{STAGES}}, {{RAW}}, {{K}}, false, {{A_TRUNC}}, {{B_ROUND}},
-                 false, 1, false, false, {{T}}, tc::tma_operands::{{OPERANDS}}>(&map_a, &map_b, C, {{LDC}}, alpha, 0,
-                                                                              nullptr, blockIdx.x, blockIdx.y, &map_o,
-                                                                              rowdot);
+    tc::gemm_tma<{{M}}, {{N}}, {{K}}, false, {{BM}}, {{BN}}, {{STAGES}}, {{RAW}}, {{K}}, false, {{A_TRUNC}},
+                 {{B_ROUND}}, false, 1, false, false, {{T}}, tc::tma_operands::{{OPERANDS}}>(
+        &map_a, &map_b, C, {{LDC}}, alpha, 0, nullptr, blockIdx.x, blockIdx.y, &map_o, rowdot);
 }
